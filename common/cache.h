@@ -1,0 +1,61 @@
+// The cache every stage shares, seen through one interface so that policies (LRU, LFU, SIEVE,
+// none) and thread-safety wrappers plug in without touching the stages.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace proxy {
+
+/// A complete response as stored: immutable once built and shared by pointer, so an entry
+/// evicted while another thread still relays it stays valid until that thread lets go.
+struct CachedResponse {
+  /// Status line and header fields, each ending in CRLF, without the blank line. Framing
+  /// (Content-Length, Transfer-Encoding), hop-by-hop fields and X-Cache are left out: the proxy
+  /// adds its own when it serves the entry.
+  std::string head;
+  /// The decoded body, byte-exact.
+  std::string body;
+};
+
+/// What a cache charges for an entry against its byte limits: everything it holds — key,
+/// head and body — in bytes, as CS:APP Proxy Lab counts a whole web object.
+std::size_t entry_bytes(std::string_view key, const CachedResponse& response) noexcept;
+
+/// Counters every cache keeps. `bytes` is the sum of entry_bytes over current entries.
+struct CacheStats {
+  std::uint64_t hits = 0;
+  std::uint64_t misses = 0;
+  std::uint64_t insertions = 0;
+  std::uint64_t evictions = 0;  ///< entries removed to make room (not replacements or erase)
+  std::uint64_t bytes = 0;
+  std::uint64_t entries = 0;
+};
+
+/// A byte-bounded cache of complete responses, keyed by the normalized absolute URI
+/// (AbsoluteUri::cache_key). Thread-safety is each implementation's to state: the plain
+/// policies are not thread-safe; wrappers make them so.
+class Cache {
+ public:
+  virtual ~Cache() = default;
+
+  /// The entry for `key`, or nullptr. Counts a hit or a miss and updates the policy's state.
+  virtual std::shared_ptr<const CachedResponse> find(std::string_view key) = 0;
+  /// Stores `response` under `key`, replacing any entry there, and evicts by policy until the
+  /// total fits capacity_bytes(). Returns false, storing nothing, when the entry alone is larger
+  /// than max_object_bytes() or capacity_bytes().
+  virtual bool insert(std::string_view key, std::shared_ptr<const CachedResponse> response) = 0;
+  /// Removes the entry for `key`, if any (RFC 9111 §4.4 invalidation).
+  virtual void erase(std::string_view key) = 0;
+  /// A snapshot of the counters.
+  [[nodiscard]] virtual CacheStats stats() const = 0;
+  /// Total bytes the cache may hold.
+  [[nodiscard]] virtual std::size_t capacity_bytes() const = 0;
+  /// Largest single entry, in bytes, the cache will store.
+  [[nodiscard]] virtual std::size_t max_object_bytes() const = 0;
+};
+
+}  // namespace proxy

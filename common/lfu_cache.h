@@ -1,0 +1,72 @@
+// Least frequently used, in O(1) per operation: the policy the background study tried in place
+// of LRU and watched collapse when popularity moved (tools/cache_sim.cpp reproduces it).
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <string>
+#include <string_view>
+
+#include "cache.h"
+#include "hashed_key.h"
+
+namespace proxy {
+
+/// Byte-bounded LFU cache: evicts the entry with the fewest hits; among equals, the one whose
+/// last use is oldest. Counts never decay, so objects that were popular once keep their place
+/// after traffic has moved on — the weakness the `shift` workload of cache-sim shows.
+/// A new or replaced entry starts at frequency 1; each hit adds 1. Sizes in bytes as charged by
+/// entry_bytes(). O(1) find, insert and erase: frequencies are a list of buckets in ascending
+/// order (Shah, Mitra, Matani, "An O(1) algorithm for implementing the LFU cache eviction
+/// scheme", 2010), each bucket a recency list.
+/// Thread-safety: none — a hit moves the entry to the next bucket. Share it only behind a lock
+/// (LockedCache).
+class LfuCache final : public Cache {
+ public:
+  /// `capacity_bytes` total and `max_object_bytes` per entry; both may be 0 (caches nothing).
+  LfuCache(std::size_t capacity_bytes, std::size_t max_object_bytes);
+
+  // The index holds iterators into the list and views of its keys: a copy would point into
+  // the original.
+  LfuCache(const LfuCache&) = delete;
+  LfuCache& operator=(const LfuCache&) = delete;
+
+  std::shared_ptr<const CachedResponse> find(std::string_view key) override;
+  bool insert(std::string_view key, std::shared_ptr<const CachedResponse> response) override;
+  void erase(std::string_view key) override;
+  [[nodiscard]] CacheStats stats() const override { return stats_; }
+  [[nodiscard]] std::size_t capacity_bytes() const override { return capacity_bytes_; }
+  [[nodiscard]] std::size_t max_object_bytes() const override { return max_object_bytes_; }
+
+  /// How many times `key` has been used (1 + hits since it was stored), or 0 if absent.
+  /// Does not count as a hit. For tests and teaching.
+  [[nodiscard]] std::uint64_t frequency(std::string_view key) const;
+
+ private:
+  struct Bucket;
+  using Buckets = std::list<Bucket>;  // ascending frequency, no empty bucket
+  struct Entry {
+    std::string key;
+    std::shared_ptr<const CachedResponse> response;
+    std::size_t bytes;
+    Buckets::iterator bucket;
+  };
+  using Entries = std::list<Entry>;  // front = most recently used within one frequency
+  struct Bucket {
+    std::uint64_t frequency;
+    Entries entries;
+  };
+
+  void remove(Entries::iterator it);
+  void evict_one();
+
+  std::size_t capacity_bytes_;
+  std::size_t max_object_bytes_;
+  Buckets buckets_;
+  // Keys view the key stored in their Entry: list nodes never move, and an entry leaves the
+  // index before its node is freed.
+  KeyIndex<Entries::iterator> index_;
+  CacheStats stats_;
+};
+
+}  // namespace proxy

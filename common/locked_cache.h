@@ -1,0 +1,53 @@
+// The coarse-grained thread-safe cache: one mutex around any policy. Stages 2 and 3 use it.
+#pragma once
+
+#include <memory>
+#include <mutex>
+
+#include "cache.h"
+#include "cache_line.h"
+
+namespace proxy {
+
+/// Makes any Cache safe to share by holding one mutex for every call.
+/// Why not a reader-writer lock so hits could run in parallel? Because under LRU (and LFU) a
+/// hit is a write: find() moves the entry to the front of the recency list. Two "readers"
+/// splicing the same list at once corrupt it. A shared lock is only enough for a policy whose
+/// hits change nothing but an atomic flag: SIEVE, in ConcurrentSieveCache
+/// (concurrent_sieve_cache.h), which ShardedCache (sharded_cache.h) spreads over N locks.
+/// Entries are shared_ptr<const CachedResponse>: the lock is released before the caller relays
+/// the body, and an entry evicted meanwhile stays alive until that caller lets go of it.
+/// Thread-safety: every member may be called from any thread; calls run one at a time, in the
+/// order they take the lock, so the inner policy sees a sequential history.
+/// Aligned to a cache line so that LockedCache shards of a ShardedCache share no line.
+class alignas(kCacheLineBytes) LockedCache final : public Cache {
+ public:
+  /// Takes ownership of `inner`, which must not be used elsewhere.
+  explicit LockedCache(std::unique_ptr<Cache> inner) : inner_(std::move(inner)) {}
+
+  std::shared_ptr<const CachedResponse> find(std::string_view key) override {
+    std::lock_guard lock(mutex_);
+    return inner_->find(key);
+  }
+  bool insert(std::string_view key, std::shared_ptr<const CachedResponse> response) override {
+    std::lock_guard lock(mutex_);
+    return inner_->insert(key, std::move(response));
+  }
+  void erase(std::string_view key) override {
+    std::lock_guard lock(mutex_);
+    inner_->erase(key);
+  }
+  [[nodiscard]] CacheStats stats() const override {
+    std::lock_guard lock(mutex_);
+    return inner_->stats();
+  }
+  // Limits never change after construction, so they need no lock.
+  [[nodiscard]] std::size_t capacity_bytes() const override { return inner_->capacity_bytes(); }
+  [[nodiscard]] std::size_t max_object_bytes() const override { return inner_->max_object_bytes(); }
+
+ private:
+  mutable std::mutex mutex_;  // guards every call into inner_
+  std::unique_ptr<Cache> inner_;
+};
+
+}  // namespace proxy

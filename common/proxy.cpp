@@ -1,0 +1,417 @@
+// The proxy transaction, top to bottom as the protocol runs: read_request, cache.find,
+// fetch_from_origin, relay_response, cache.insert. Every stage calls serve_connection unchanged.
+#include "proxy.h"
+
+#include <sys/ioctl.h>
+
+#include <array>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "body_reader.h"
+#include "log.h"
+#include "rewrite.h"
+#include "uri.h"
+
+namespace proxy {
+namespace {
+
+constexpr std::size_t kBufferBytes = 64 * 1024;
+constexpr std::size_t kMaxResponseHead = 64 * 1024;
+
+std::string_view reason_phrase(int status) {
+  switch (status) {
+    case 400: return "Bad Request";
+    case 408: return "Request Timeout";
+    case 414: return "URI Too Long";
+    case 431: return "Request Header Fields Too Large";
+    case 501: return "Not Implemented";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Error";
+  }
+}
+
+// What we know of the request being served, for log lines.
+struct Context {
+  const Socket& client;
+  const ProxyOptions& options;
+  ProxyStats& stats;
+  std::string what;  // "GET http://host/path", filled in once the request line is known
+};
+
+void log_failure(const Context& ctx, std::string_view message) {
+  std::string line = "client " + peer_address(ctx.client);
+  if (!ctx.what.empty()) line += " " + ctx.what;
+  line += ": ";
+  line += message;
+  log_line(line);
+}
+
+// Closes without destroying our last bytes in flight: closing a socket with unread input makes
+// the kernel send RST, which can discard a response the client has not read yet. So when the
+// client sent more than we read, half-close and drain briefly first.
+void finish(Socket& client) {
+  int unread = 0;
+  if (::ioctl(client.fd(), FIONREAD, &unread) == 0 && unread > 0) {
+    client.shutdown_write();
+    std::array<char, 4096> sink;
+    const auto deadline = std::chrono::steady_clock::now() + Millis{1000};
+    for (;;) {
+      auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+      if (left <= Millis{0} || client.read_some(sink, left).status != IoStatus::ok) break;
+    }
+  }
+  client.close();
+}
+
+// Sends a response the proxy makes itself: a status, a one-line plain-text body.
+void reply_error(Context& ctx, int status, std::string_view detail) {
+  ctx.stats.errors.fetch_add(1, std::memory_order_relaxed);
+  log_failure(ctx, std::to_string(status) + " " + std::string(detail));
+  std::string body = std::to_string(status) + " " + std::string(reason_phrase(status)) + ": " +
+                     std::string(detail) + "\n";
+  std::string response = "HTTP/1.1 " + std::to_string(status) + " " +
+                         std::string(reason_phrase(status)) +
+                         "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: " +
+                         std::to_string(body.size()) +
+                         "\r\nConnection: close\r\nX-Cache: MISS\r\n\r\n" + body;
+  ctx.client.write_all(response, ctx.options.write_timeout);
+}
+
+// Reads until a complete request head is buffered. On success `buffer` starts with the head
+// and may hold the first bytes of a body after it (`head_bytes` marks the boundary).
+bool read_request(Context& ctx, std::string& buffer, Request& request, std::size_t& head_bytes) {
+  std::array<char, 16 * 1024> chunk;
+  const auto deadline = std::chrono::steady_clock::now() + ctx.options.client_timeout;
+  for (;;) {
+    RequestParseResult parsed = parse_request(buffer, request, ctx.options.limits);
+    if (parsed.status == ParseStatus::complete) {
+      head_bytes = parsed.consumed;
+      ctx.stats.requests.fetch_add(1, std::memory_order_relaxed);
+      ctx.what = request.method + " " + request.target;
+      return true;
+    }
+    if (parsed.status == ParseStatus::invalid) {
+      ctx.stats.requests.fetch_add(1, std::memory_order_relaxed);
+      reply_error(ctx, parsed.error_status, parsed.error_reason);
+      return false;
+    }
+    auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+    IoResult got = ctx.client.read_some(chunk, std::max(left, Millis{0}));
+    if (got.status == IoStatus::ok) {
+      buffer.append(chunk.data(), got.bytes);
+      continue;
+    }
+    // A client that opens a connection and says nothing (a browser's preconnect) is closed
+    // quietly; one that stops half-way through a request is told why.
+    if (got.status == IoStatus::timeout && !buffer.empty()) {
+      reply_error(ctx, 408, "request head not received in time");
+    } else if (got.status == IoStatus::eof && !buffer.empty()) {
+      log_failure(ctx, "client closed before finishing its request");
+    }
+    return false;
+  }
+}
+
+// Where relay_body writes what it decodes.
+struct BodySink {
+  const Socket* socket = nullptr;  // null: decode only (discard)
+  bool encode_chunked = false;     // re-frame each piece as a chunk (RFC 9112 §7.1)
+  std::string* capture = nullptr;  // also keep the decoded body here, while it may be stored
+  std::size_t capture_limit = 0;   // give up capturing past this many bytes
+};
+
+enum class BodyOutcome { complete, source_failed, source_timeout, sink_failed, malformed, cancelled };
+
+// Streams one body from `source` to `sink`, starting with bytes already buffered. Holds at most
+// one buffer of it in memory, plus what the sink captures for the cache.
+BodyOutcome relay_body(const Socket& source, std::string_view buffered, BodyReader& reader,
+                       BodySink& sink, Millis read_timeout, Millis write_timeout) {
+  std::string decoded;
+  std::array<char, kBufferBytes> chunk;
+  auto deliver = [&]() -> bool {
+    if (decoded.empty()) return true;
+    if (sink.capture != nullptr) {
+      if (sink.capture->size() + decoded.size() > sink.capture_limit) {
+        sink.capture->clear();
+        sink.capture->shrink_to_fit();
+        sink.capture = nullptr;  // too big to store: stop holding it
+      } else {
+        sink.capture->append(decoded);
+      }
+    }
+    bool ok = true;
+    if (sink.socket != nullptr) {
+      if (sink.encode_chunked) {
+        char size_line[32];
+        int n = std::snprintf(size_line, sizeof size_line, "%zx\r\n", decoded.size());
+        decoded.insert(0, size_line, static_cast<std::size_t>(n));
+        decoded.append("\r\n");
+      }
+      ok = sink.socket->write_all(decoded, write_timeout).status == IoStatus::ok;
+    }
+    decoded.clear();
+    return ok;
+  };
+  auto consume = [&](std::string_view input) -> std::optional<BodyOutcome> {
+    BodyReader::Result r = reader.feed(input, decoded);
+    if (r.error) return BodyOutcome::malformed;
+    if (!deliver()) return BodyOutcome::sink_failed;
+    if (r.done) return BodyOutcome::complete;
+    return std::nullopt;
+  };
+
+  if (reader.done()) return BodyOutcome::complete;
+  if (!buffered.empty()) {
+    if (auto outcome = consume(buffered)) return *outcome;
+  }
+  for (;;) {
+    IoResult got = source.read_some(chunk, read_timeout);
+    switch (got.status) {
+      case IoStatus::ok:
+        if (auto outcome = consume(std::string_view(chunk.data(), got.bytes))) return *outcome;
+        break;
+      case IoStatus::eof:
+        return reader.complete_at_eof() ? BodyOutcome::complete : BodyOutcome::source_failed;
+      case IoStatus::timeout:
+        return BodyOutcome::source_timeout;
+      case IoStatus::cancelled:
+        return BodyOutcome::cancelled;
+      case IoStatus::error:
+        return BodyOutcome::source_failed;
+    }
+  }
+}
+
+// Sends a stored response: its head, our framing and X-Cache, then the body.
+void send_cached(Context& ctx, const CachedResponse& cached, bool head_only) {
+  std::string head = cached.head;
+  head += "Content-Length: " + std::to_string(cached.body.size()) +
+          "\r\nConnection: close\r\nX-Cache: HIT\r\n\r\n";
+  if (ctx.client.write_all(head, ctx.options.write_timeout).status != IoStatus::ok) return;
+  if (!head_only) ctx.client.write_all(cached.body, ctx.options.write_timeout);
+}
+
+// Connects to the origin and sends the rewritten request, body included. Answers the client
+// itself (502/504) and returns nullopt when that fails.
+std::optional<Socket> fetch_from_origin(Context& ctx, const Request& request,
+                                        const AbsoluteUri& uri, const BodyFraming& body,
+                                        std::string_view buffered_body) {
+  ConnectResult connected = connect_tcp(uri.host, uri.port, ctx.options.connect_timeout);
+  switch (connected.error) {
+    case ConnectError::none:
+      break;
+    case ConnectError::timeout:
+      reply_error(ctx, 504, connected.message);
+      return std::nullopt;
+    case ConnectError::cancelled:
+      return std::nullopt;
+    default:
+      reply_error(ctx, 502, "origin unreachable: " + connected.message);
+      return std::nullopt;
+  }
+  Socket origin = std::move(connected.socket);
+  std::string framing_field;
+  if (body.kind == BodyKind::content_length) {
+    framing_field = "Content-Length: " + std::to_string(body.length);
+  } else if (body.kind == BodyKind::chunked) {
+    framing_field = "Transfer-Encoding: chunked";
+  }
+  std::string head = build_origin_request(request, uri, framing_field);
+  if (origin.write_all(head, ctx.options.write_timeout).status != IoStatus::ok) {
+    reply_error(ctx, 502, "origin closed the connection before taking the request");
+    return std::nullopt;
+  }
+  if (body.kind != BodyKind::none) {
+    BodyReader reader(body);
+    BodySink sink{&origin, body.kind == BodyKind::chunked, nullptr, 0};
+    BodyOutcome outcome = relay_body(ctx.client, buffered_body, reader, sink,
+                                     ctx.options.client_timeout, ctx.options.write_timeout);
+    if (outcome == BodyOutcome::malformed) {
+      reply_error(ctx, 400, "malformed chunked request body");
+      return std::nullopt;
+    }
+    if (outcome == BodyOutcome::sink_failed) {
+      reply_error(ctx, 502, "origin closed the connection while taking the request body");
+      return std::nullopt;
+    }
+    if (outcome != BodyOutcome::complete) {
+      log_failure(ctx, "client did not send its whole request body");
+      return std::nullopt;
+    }
+    if (body.kind == BodyKind::chunked &&
+        origin.write_all("0\r\n\r\n", ctx.options.write_timeout).status != IoStatus::ok) {
+      reply_error(ctx, 502, "origin closed the connection while taking the request body");
+      return std::nullopt;
+    }
+  }
+  return origin;
+}
+
+// Reads the origin's response head, skipping interim 1xx responses. Answers the client itself
+// (502/504) and returns false on failure. On success `buffer` holds the head and any body
+// bytes after it; `head_bytes` marks the boundary.
+bool read_response_head(Context& ctx, const Socket& origin, std::string& buffer,
+                        ResponseHead& head, std::size_t& head_bytes) {
+  std::array<char, 16 * 1024> chunk;
+  for (;;) {
+    ResponseParseResult parsed = parse_response_head(buffer, head, kMaxResponseHead);
+    if (parsed.status == ParseStatus::invalid) {
+      reply_error(ctx, 502, "malformed response from origin: " + parsed.error_reason);
+      return false;
+    }
+    if (parsed.status == ParseStatus::complete) {
+      // Interim responses (100 Continue, 103 Early Hints) are dropped: we never sent Expect and
+      // our clients are not waiting for hints. The final response follows on the same bytes.
+      if (head.status >= 100 && head.status < 200 && head.status != 101) {
+        buffer.erase(0, parsed.consumed);
+        continue;
+      }
+      if (head.status < 200) {
+        reply_error(ctx, 502, "origin switched protocols, which this proxy never asked for");
+        return false;
+      }
+      head_bytes = parsed.consumed;
+      return true;
+    }
+    IoResult got = origin.read_some(chunk, ctx.options.origin_timeout);
+    switch (got.status) {
+      case IoStatus::ok:
+        buffer.append(chunk.data(), got.bytes);
+        break;
+      case IoStatus::timeout:
+        reply_error(ctx, 504, "origin did not answer within " +
+                                  std::to_string(ctx.options.origin_timeout.count()) + " ms");
+        return false;
+      case IoStatus::cancelled:
+        return false;
+      case IoStatus::eof:
+        reply_error(ctx, 502, buffer.empty() ? "origin closed the connection without answering"
+                                             : "origin closed the connection mid-head");
+        return false;
+      case IoStatus::error:
+        reply_error(ctx, 502, "origin connection failed while reading the response head");
+        return false;
+    }
+  }
+}
+
+// Relays the origin's response to the client, streaming the body, and stores it when it is
+// complete and cacheable. `may_store` is false when the request rules storing out.
+void relay_response(Context& ctx, const Socket& origin, const Request& request,
+                    const std::string& key, bool may_store, Cache& cache) {
+  std::string buffer;
+  ResponseHead head;
+  std::size_t head_bytes = 0;
+  if (!read_response_head(ctx, origin, buffer, head, head_bytes)) return;
+  std::optional<BodyFraming> framing = response_body_framing(head, request.method);
+  if (!framing) {
+    reply_error(ctx, 502, "origin sent conflicting or malformed Content-Length");
+    return;
+  }
+
+  // The head we store has only end-to-end fields; the head we send adds this hop's framing.
+  std::string stored_head = "HTTP/1.1 " + std::to_string(head.status) + " " + head.reason + "\r\n";
+  for (const auto& field : head.fields) {
+    bool framing_field = iequals(field.name, "Content-Length") && framing->kind != BodyKind::none;
+    if (framing_field || iequals(field.name, "X-Cache") || is_hop_by_hop_in(field.name, head.fields)) {
+      continue;
+    }
+    stored_head.append(field.name).append(": ").append(field.value).append("\r\n");
+  }
+  // An HTTP/1.0 client cannot read chunked coding: it gets the decoded body, ended by close.
+  const bool chunked_to_client = framing->kind == BodyKind::chunked && request.version_minor >= 1;
+  std::string sent_head = stored_head;
+  if (framing->kind == BodyKind::content_length) {
+    sent_head += "Content-Length: " + std::to_string(framing->length) + "\r\n";
+  } else if (chunked_to_client) {
+    sent_head += "Transfer-Encoding: chunked\r\n";
+  }
+  sent_head += "Connection: close\r\nX-Cache: MISS\r\n\r\n";
+  if (ctx.client.write_all(sent_head, ctx.options.write_timeout).status != IoStatus::ok) {
+    log_failure(ctx, "client went away before the response head was sent");
+    return;
+  }
+
+  const bool storable = may_store && head.status == 200 && framing->kind != BodyKind::none &&
+                        key.size() + stored_head.size() <= cache.max_object_bytes();
+  std::string captured;
+  BodyReader reader(*framing);
+  BodySink sink{&ctx.client, chunked_to_client, storable ? &captured : nullptr,
+                storable ? cache.max_object_bytes() - key.size() - stored_head.size() : 0};
+  BodyOutcome outcome =
+      relay_body(origin, std::string_view(buffer).substr(head_bytes), reader, sink,
+                 ctx.options.origin_timeout, ctx.options.write_timeout);
+  switch (outcome) {
+    case BodyOutcome::complete:
+      if (chunked_to_client &&
+          ctx.client.write_all("0\r\n\r\n", ctx.options.write_timeout).status != IoStatus::ok) {
+        return;
+      }
+      // sink.capture is reset to null once the body outgrew what may be stored.
+      if (sink.capture != nullptr) {
+        cache.insert(key, std::make_shared<const CachedResponse>(
+                              CachedResponse{std::move(stored_head), std::move(captured)}));
+      }
+      return;
+    case BodyOutcome::source_failed:
+      log_failure(ctx, "origin closed or reset the connection mid-body; the client gets a short "
+                       "body and a closed connection, nothing is stored");
+      return;
+    case BodyOutcome::source_timeout:
+      log_failure(ctx, "origin stalled mid-body; response cut, nothing stored");
+      return;
+    case BodyOutcome::malformed:
+      log_failure(ctx, "origin sent a malformed chunked body; response cut, nothing stored");
+      return;
+    case BodyOutcome::sink_failed:
+      log_failure(ctx, "client went away mid-body; nothing stored");
+      return;
+    case BodyOutcome::cancelled:
+      return;
+  }
+}
+
+}  // namespace
+
+void serve_connection(Socket client, Cache& cache, const ProxyOptions& options,
+                      ProxyStats& stats) {
+  Context ctx{client, options, stats, {}};
+  std::string buffer;
+  Request request;
+  std::size_t head_bytes = 0;
+  if (!read_request(ctx, buffer, request, head_bytes)) {
+    finish(client);
+    return;
+  }
+  std::optional<AbsoluteUri> uri = parse_absolute_uri(request.target);
+  std::optional<BodyFraming> body = request_body_framing(request);
+  if (!uri) {
+    reply_error(ctx, 400, "a proxy request needs an absolute-form target, such as "
+                          "GET http://example.com/ HTTP/1.1");
+  } else if (uri->scheme != "http") {
+    reply_error(ctx, 501, "scheme '" + uri->scheme + "' is not supported; only http");
+  } else if (request.method != "GET") {
+    reply_error(ctx, 501, "method " + request.method + " is not supported; only GET");
+  } else if (!body) {
+    reply_error(ctx, 400, "ambiguous request body framing (Content-Length with "
+                          "Transfer-Encoding, or conflicting lengths)");
+  } else {
+    const std::string key = uri->cache_key();
+    if (auto cached = cache.find(key)) {
+      send_cached(ctx, *cached, false);
+    } else if (std::optional<Socket> origin = fetch_from_origin(
+                   ctx, request, *uri, *body, std::string_view(buffer).substr(head_bytes))) {
+      // A GET with a body is not keyed by that body, so its response is never stored.
+      relay_response(ctx, *origin, request, key, body->kind == BodyKind::none, cache);
+    }
+  }
+  finish(client);
+}
+
+}  // namespace proxy

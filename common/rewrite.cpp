@@ -1,0 +1,40 @@
+#include "rewrite.h"
+
+#include <array>
+
+namespace proxy {
+
+bool is_hop_by_hop(std::string_view name) noexcept {
+  static constexpr std::array<std::string_view, 9> kHopByHop = {
+      "Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization", "Proxy-Authenticate",
+      "TE",         "Trailer",    "Transfer-Encoding", "Upgrade"};
+  for (std::string_view hop : kHopByHop) {
+    if (iequals(name, hop)) return true;
+  }
+  return false;
+}
+
+bool is_hop_by_hop_in(std::string_view name, const HeaderFields& fields) {
+  return is_hop_by_hop(name) || field_has_token(fields, "Connection", name);
+}
+
+std::string build_origin_request(const Request& request, const AbsoluteUri& uri,
+                                 std::string_view body_framing_field) {
+  std::string out;
+  out.reserve(256 + request.target.size() + request.fields.size() * 48);
+  out.append(request.method).append(" ").append(uri.path_and_query).append(" HTTP/1.1\r\n");
+  // Host comes from the URI, which wins over any Host the client sent (RFC 9112 §3.2.2).
+  out.append("Host: ").append(uri.authority()).append("\r\n");
+  for (const auto& field : request.fields) {
+    if (iequals(field.name, "Host") || iequals(field.name, "Content-Length") ||
+        is_hop_by_hop_in(field.name, request.fields)) {
+      continue;
+    }
+    out.append(field.name).append(": ").append(field.value).append("\r\n");
+  }
+  if (!body_framing_field.empty()) out.append(body_framing_field).append("\r\n");
+  out.append("Connection: close\r\n\r\n");
+  return out;
+}
+
+}  // namespace proxy

@@ -1,0 +1,30 @@
+// Turning a client's proxy request into the request the origin server receives.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "http_message.h"
+#include "uri.h"
+
+namespace proxy {
+
+/// True for the hop-by-hop fields a proxy must not forward (RFC 9110 §7.6.1): Connection,
+/// Keep-Alive, Proxy-Connection, Proxy-Authorization, Proxy-Authenticate, TE, Trailer,
+/// Transfer-Encoding, Upgrade. Fields that Connection names are hop-by-hop too; see
+/// is_hop_by_hop_in.
+bool is_hop_by_hop(std::string_view name) noexcept;
+
+/// True when `name` is hop-by-hop in the message whose fields are `fields`: a fixed one, or one
+/// its Connection field lists.
+bool is_hop_by_hop_in(std::string_view name, const HeaderFields& fields);
+
+/// The request head sent to the origin (RFC 9112 §3.2.1, RFC 9110 §7.6): origin-form target,
+/// HTTP/1.1, Host from the URI (replacing the client's), every end-to-end field forwarded
+/// unchanged and in order, hop-by-hop fields removed, and `Connection: close` (one request per
+/// origin connection). `body_framing_field`, when not empty, is appended as-is (for example
+/// "Content-Length: 12"). Ends with the blank line.
+std::string build_origin_request(const Request& request, const AbsoluteUri& uri,
+                                 std::string_view body_framing_field = {});
+
+}  // namespace proxy

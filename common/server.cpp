@@ -1,0 +1,98 @@
+#include "server.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <stdexcept>
+
+#include "log.h"
+#include "cache_factory.h"
+
+namespace proxy {
+
+void add_server_options(CLI::App& app, ServerConfig& config) {
+  // A bare port keeps CS:APP Proxy Lab's `./proxy PORT` habit working.
+  app.add_option("port", config.port, "Port to listen on (same as --port)");
+  app.add_option("-p,--port", config.port, "Port to listen on; 0 picks a free one")
+      ->capture_default_str();
+  app.add_option("--bind", config.bind,
+                 "Address to listen on. Anything but loopback makes this an open proxy")
+      ->capture_default_str();
+  app.add_option("--cache-bytes", config.cache_bytes, "Total cache size in bytes")
+      ->capture_default_str();
+  app.add_option("--max-object-bytes", config.max_object_bytes,
+                 "Largest cached object in bytes (URL + head + body)")
+      ->capture_default_str();
+  app.add_option("--cache-policy", config.cache_policy, "Cache eviction policy")
+      ->check(CLI::IsMember(cache_policy_names()))
+      ->capture_default_str();
+  auto millis = [&app](const std::string& name, Millis& value, const std::string& help) {
+    app.add_option_function<long>(
+           name, [&value](long ms) { value = Millis{ms}; }, help)
+        ->check(CLI::Range(1L, 3'600'000L))
+        ->default_str(std::to_string(value.count()));
+  };
+  millis("--client-timeout-ms", config.proxy.client_timeout,
+         "Deadline for a client's request head, in ms (408 after it)");
+  millis("--connect-timeout-ms", config.proxy.connect_timeout,
+         "Deadline for connecting to the origin, in ms (504 after it)");
+  millis("--origin-timeout-ms", config.proxy.origin_timeout,
+         "Deadline for each read from the origin, in ms (504 before the first byte)");
+}
+
+Server::Server(const ServerConfig& config, std::unique_ptr<Cache> cache)
+    : config_(config),
+      shutdown_(config.shutdown_grace),
+      cache_(std::move(cache)),
+      listener_(listen_tcp(config.bind, config.port)) {}
+
+std::optional<Socket> Server::accept() { return accept_client(listener_, shutdown_.stop_fd()); }
+
+void Server::serve(Socket client) {
+  serve_connection(std::move(client), *cache_, config_.proxy, stats_);
+}
+
+std::string Server::stats_line() const {
+  CacheStats cache = cache_->stats();
+  return "stats: requests=" + std::to_string(stats_.requests.load()) +
+         " hits=" + std::to_string(cache.hits) + " misses=" + std::to_string(cache.misses) +
+         " evictions=" + std::to_string(cache.evictions) +
+         " bytes_cached=" + std::to_string(cache.bytes) +
+         " errors=" + std::to_string(stats_.errors.load());
+}
+
+int run_stage(int argc, char** argv, const StageDefinition& stage) {
+  ServerConfig config;
+  CLI::App app{stage.description, stage.name};
+  add_server_options(app, config);
+  if (stage.add_options) stage.add_options(app);
+  CLI11_PARSE(app, argc, argv);
+  set_log_prefix(stage.name);
+
+  try {
+    std::unique_ptr<Cache> cache =
+        make_cache(config.cache_policy, config.cache_bytes, config.max_object_bytes);
+    if (stage.wrap_cache) cache = stage.wrap_cache(std::move(cache));
+    Server server(config, std::move(cache));
+    if (!is_loopback_bind(config.bind)) {
+      log_line("warning: listening on " + config.bind +
+               " — anyone who can reach it can use this proxy as an open relay");
+    }
+    std::cout << "listening on " << server.address() << std::endl;  // endl flushes: tests wait
+    stage.run(server);
+    std::string line = server.stats_line();
+    if (stage.extra_stats) line += " " + stage.extra_stats();
+    std::cout << line << std::endl;
+    return 0;
+  } catch (const std::exception& e) {
+    log_line(std::string("error: ") + e.what());
+    return 1;
+  }
+}
+
+bool is_loopback_bind(const std::string& address) {
+  return address == "localhost" || address == "::1" || address.rfind("127.", 0) == 0;
+}
+
+}  // namespace proxy

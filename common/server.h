@@ -1,0 +1,90 @@
+// What every stage's main() shares: the command-line contract, the listening socket with its
+// "listening on HOST:PORT" line, the cache, shutdown and the final stats line. A stage supplies
+// only its concurrency model: the loop that hands accepted clients to serve().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "cache.h"
+#include "proxy.h"
+#include "shutdown.h"
+#include "socket.h"
+
+namespace CLI {
+class App;
+}
+
+namespace proxy {
+
+/// Settings every stage accepts (../shared/DESIGN.md, "Contracts every stage honours").
+struct ServerConfig {
+  std::uint16_t port = 8080;
+  std::string bind = "127.0.0.1";
+  std::size_t cache_bytes = 1'049'000;      ///< CS:APP Proxy Lab's MAX_CACHE_SIZE
+  std::size_t max_object_bytes = 102'400;   ///< CS:APP Proxy Lab's MAX_OBJECT_SIZE
+  std::string cache_policy = "lru";
+  ProxyOptions proxy;
+  Millis shutdown_grace{3'000};             ///< in-flight work gets this long after SIGTERM
+};
+
+/// Adds the shared flags to `app`: [PORT] --port --bind --cache-bytes --max-object-bytes
+/// --cache-policy and the timeouts (--client-timeout-ms, --connect-timeout-ms,
+/// --origin-timeout-ms).
+void add_server_options(CLI::App& app, ServerConfig& config);
+
+/// A running proxy's shared state. Thread-safety: accept() from one thread; serve() from any
+/// number of threads when the cache is thread-safe.
+class Server {
+ public:
+  /// Installs shutdown handling, builds the cache and listens. Throws std::runtime_error when
+  /// it cannot listen. `cache` overrides make_cache (stages that wrap the cache for threads).
+  Server(const ServerConfig& config, std::unique_ptr<Cache> cache);
+
+  /// The next client, or nullopt once a stop was requested.
+  std::optional<Socket> accept();
+  /// Runs the shared transaction on one client (serve_connection).
+  void serve(Socket client);
+
+  [[nodiscard]] Cache& cache() noexcept { return *cache_; }
+  [[nodiscard]] ProxyStats& stats() noexcept { return stats_; }
+  [[nodiscard]] Shutdown& shutdown() noexcept { return shutdown_; }
+  [[nodiscard]] const ServerConfig& config() const noexcept { return config_; }
+  /// "HOST:PORT" actually bound (port 0 resolved).
+  [[nodiscard]] std::string address() const { return local_address(listener_); }
+  /// "stats: requests=N hits=N misses=N evictions=N bytes_cached=N"
+  [[nodiscard]] std::string stats_line() const;
+
+ private:
+  ServerConfig config_;
+  Shutdown shutdown_;
+  std::unique_ptr<Cache> cache_;
+  ProxyStats stats_;
+  Socket listener_;
+};
+
+/// The main() of a stage: parses the shared flags plus those `add_options` adds, starts a
+/// Server, prints "listening on HOST:PORT" (flushed), calls `run` until it returns (it should
+/// return once accept() yields nullopt and its work is done), then prints the stats line
+/// followed by `extra_stats()` if given, and returns the exit status: 0 after a clean stop,
+/// 1 when start-up failed (reported on stderr), CLI11's code for bad flags.
+/// `wrap_cache` lets a stage wrap the policy's cache (a lock for threaded stages).
+struct StageDefinition {
+  std::string name;         ///< binary name, e.g. "stage1-sequential"
+  std::string description;  ///< one line for --help
+  std::function<void(CLI::App&)> add_options;
+  std::function<std::unique_ptr<Cache>(std::unique_ptr<Cache>)> wrap_cache;
+  std::function<void(Server&)> run;
+  std::function<std::string()> extra_stats;
+};
+
+int run_stage(int argc, char** argv, const StageDefinition& stage);
+
+/// True for addresses only this machine can reach (127.0.0.0/8, ::1, localhost).
+bool is_loopback_bind(const std::string& address);
+
+}  // namespace proxy

@@ -1,0 +1,293 @@
+#include "socket.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <stdexcept>
+
+#include "log.h"
+
+namespace proxy {
+namespace {
+
+std::atomic<int> g_cancel_fd{-1};
+
+using Clock = std::chrono::steady_clock;
+
+int remaining_ms(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now()).count();
+  return left < 0 ? 0 : static_cast<int>(left);
+}
+
+// Waits until `fd` is ready for `events`, the deadline passes, or shutdown cuts in-flight I/O.
+IoStatus wait_for(int fd, short events, Clock::time_point deadline) {
+  for (;;) {
+    pollfd fds[2] = {{fd, events, 0}, {g_cancel_fd.load(std::memory_order_relaxed), POLLIN, 0}};
+    nfds_t count = fds[1].fd >= 0 ? 2 : 1;
+    int ready = ::poll(fds, count, remaining_ms(deadline));
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      return IoStatus::error;
+    }
+    if (count == 2 && (fds[1].revents & POLLIN)) return IoStatus::cancelled;
+    if (ready == 0) return IoStatus::timeout;
+    // POLLERR / POLLHUP: let the following recv/send report what happened.
+    return IoStatus::ok;
+  }
+}
+
+std::string format_address(const sockaddr_storage& address) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  std::uint16_t port = 0;
+  if (address.ss_family == AF_INET) {
+    const auto& in = reinterpret_cast<const sockaddr_in&>(address);
+    ::inet_ntop(AF_INET, &in.sin_addr, host, sizeof host);
+    port = ntohs(in.sin_port);
+    return std::string(host) + ":" + std::to_string(port);
+  }
+  if (address.ss_family == AF_INET6) {
+    const auto& in6 = reinterpret_cast<const sockaddr_in6&>(address);
+    ::inet_ntop(AF_INET6, &in6.sin6_addr, host, sizeof host);
+    port = ntohs(in6.sin6_port);
+    return "[" + std::string(host) + "]:" + std::to_string(port);
+  }
+  return "?";
+}
+
+}  // namespace
+
+Socket::~Socket() { close(); }
+
+Socket::Socket(Socket&& other) noexcept : fd_(other.release()) {}
+
+Socket& Socket::operator=(Socket&& other) noexcept {
+  if (this != &other) {
+    close();
+    fd_ = other.release();
+  }
+  return *this;
+}
+
+void Socket::close() noexcept {
+  if (fd_ >= 0) {
+    // Linux releases the fd even when close() fails with EINTR, so it is never retried.
+    ::close(fd_);
+    fd_ = -1;
+  }
+}
+
+void Socket::reset() noexcept {
+  if (fd_ >= 0) {
+    linger hard{1, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &hard, sizeof hard);
+    close();
+  }
+}
+
+int Socket::release() noexcept {
+  int fd = fd_;
+  fd_ = -1;
+  return fd;
+}
+
+IoResult Socket::read_some(std::span<char> buf, Millis timeout) const {
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    // Try first, wait only when nothing is buffered: most reads on a busy proxy find data ready.
+    ssize_t n = ::recv(fd_, buf.data(), buf.size(), MSG_DONTWAIT);
+    if (n > 0) return {IoStatus::ok, static_cast<std::size_t>(n), 0};
+    if (n == 0) return {IoStatus::eof, 0, 0};
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return {IoStatus::error, 0, errno};
+    IoStatus waited = wait_for(fd_, POLLIN, deadline);
+    if (waited != IoStatus::ok) return {waited, 0, 0};
+  }
+}
+
+IoResult Socket::write_all(std::string_view data, Millis timeout) const {
+  std::size_t sent = 0;
+  while (sent < data.size()) {
+    ssize_t n = ::send(fd_, data.data() + sent, data.size() - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<std::size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return {IoStatus::error, sent, errno};
+    // The deadline restarts whenever the peer drains something: a slow reader is fine, a
+    // stalled one is not.
+    IoStatus waited = wait_for(fd_, POLLOUT, Clock::now() + timeout);
+    if (waited != IoStatus::ok) return {waited, sent, 0};
+  }
+  return {IoStatus::ok, sent, 0};
+}
+
+void Socket::shutdown_write() const noexcept {
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);
+}
+
+Socket listen_tcp(const std::string& host, std::uint16_t port, int backlog) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  std::string service = std::to_string(port);
+  if (int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) {
+    throw std::runtime_error("cannot resolve bind address " + host + ": " + ::gai_strerror(rc));
+  }
+  std::string last_error = "no addresses";
+  for (addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
+    Socket socket(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                           ai->ai_protocol));
+    if (!socket.valid()) {
+      last_error = std::strerror(errno);
+      continue;
+    }
+    set_int_option(socket, SOL_SOCKET, SO_REUSEADDR, 1);
+    if (::bind(socket.fd(), ai->ai_addr, ai->ai_addrlen) == 0 &&
+        ::listen(socket.fd(), backlog) == 0) {
+      ::freeaddrinfo(found);
+      return socket;
+    }
+    last_error = std::strerror(errno);
+  }
+  ::freeaddrinfo(found);
+  throw std::runtime_error("cannot listen on " + host + ":" + service + ": " + last_error);
+}
+
+std::string local_address(const Socket& socket) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof address;
+  if (::getsockname(socket.fd(), reinterpret_cast<sockaddr*>(&address), &length) != 0) return "?";
+  return format_address(address);
+}
+
+std::string peer_address(const Socket& socket) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof address;
+  if (::getpeername(socket.fd(), reinterpret_cast<sockaddr*>(&address), &length) != 0) return "?";
+  return format_address(address);
+}
+
+std::uint16_t local_port(const Socket& socket) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof address;
+  if (::getsockname(socket.fd(), reinterpret_cast<sockaddr*>(&address), &length) != 0) return 0;
+  if (address.ss_family == AF_INET) {
+    return ntohs(reinterpret_cast<const sockaddr_in&>(address).sin_port);
+  }
+  if (address.ss_family == AF_INET6) {
+    return ntohs(reinterpret_cast<const sockaddr_in6&>(address).sin6_port);
+  }
+  return 0;
+}
+
+ConnectResult connect_tcp(const std::string& host, std::uint16_t port, Millis timeout) {
+  const auto deadline = Clock::now() + timeout;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_ADDRCONFIG;
+  addrinfo* found = nullptr;
+  std::string service = std::to_string(port);
+  // getaddrinfo has no timeout of its own; a stuck resolver is bounded only by its own retries.
+  if (int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) {
+    return {Socket(), ConnectError::resolve, "cannot resolve " + host + ": " + ::gai_strerror(rc)};
+  }
+  ConnectResult result{Socket(), ConnectError::other, "no addresses for " + host};
+  for (addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
+    Socket socket(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                           ai->ai_protocol));
+    if (!socket.valid()) {
+      result = {Socket(), ConnectError::other, std::string("socket: ") + std::strerror(errno)};
+      continue;
+    }
+    int rc = ::connect(socket.fd(), ai->ai_addr, ai->ai_addrlen);
+    int error = rc == 0 ? 0 : errno;
+    if (rc != 0 && errno == EINPROGRESS) {
+      IoStatus waited = wait_for(socket.fd(), POLLOUT, deadline);
+      if (waited == IoStatus::timeout) {
+        result = {Socket(), ConnectError::timeout, "connect to " + host + ":" + service + " timed out"};
+        break;
+      }
+      if (waited == IoStatus::cancelled) {
+        result = {Socket(), ConnectError::cancelled, "connect cancelled by shutdown"};
+        break;
+      }
+      socklen_t length = sizeof error;
+      ::getsockopt(socket.fd(), SOL_SOCKET, SO_ERROR, &error, &length);
+    }
+    if (error == 0) {
+      set_int_option(socket, IPPROTO_TCP, TCP_NODELAY, 1);
+      result = {std::move(socket), ConnectError::none, ""};
+      break;
+    }
+    result = {Socket(), error == ECONNREFUSED ? ConnectError::refused : ConnectError::other,
+              "connect to " + host + ":" + service + ": " + std::strerror(error)};
+  }
+  ::freeaddrinfo(found);
+  return result;
+}
+
+std::optional<Socket> accept_client(const Socket& listener, int stop_fd) {
+  bool told_about_fds = false;
+  for (;;) {
+    pollfd fds[2] = {{listener.fd(), POLLIN, 0}, {stop_fd, POLLIN, 0}};
+    int ready = ::poll(fds, stop_fd >= 0 ? 2 : 1, -1);
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error(std::string("poll on listener: ") + std::strerror(errno));
+    }
+    if (stop_fd >= 0 && (fds[1].revents & POLLIN)) return std::nullopt;
+    int fd = ::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd >= 0) {
+      Socket client(fd);
+      set_int_option(client, IPPROTO_TCP, TCP_NODELAY, 1);
+      return client;
+    }
+    switch (errno) {
+      case EAGAIN:
+      case EINTR:
+      case ECONNABORTED:
+      case EPROTO:
+        continue;
+      case EMFILE:
+      case ENFILE:
+      case ENOBUFS:
+      case ENOMEM: {
+        if (!told_about_fds) {
+          log_line("accept: " + std::string(std::strerror(errno)) + "; retrying every 100 ms");
+          told_about_fds = true;
+        }
+        // The pending connection stays in the backlog, so poll would report it again at once:
+        // wait out the shortage instead of spinning.
+        pollfd stop{stop_fd, POLLIN, 0};
+        if (::poll(&stop, stop_fd >= 0 ? 1 : 0, 100) > 0) return std::nullopt;
+        continue;
+      }
+      default:
+        throw std::runtime_error(std::string("accept: ") + std::strerror(errno));
+    }
+  }
+}
+
+void set_io_cancel_fd(int fd) noexcept { g_cancel_fd.store(fd, std::memory_order_relaxed); }
+
+void ignore_sigpipe() noexcept { std::signal(SIGPIPE, SIG_IGN); }
+
+bool set_int_option(const Socket& socket, int level, int name, int value) noexcept {
+  return ::setsockopt(socket.fd(), level, name, &value, sizeof value) == 0;
+}
+
+}  // namespace proxy

@@ -1,0 +1,106 @@
+// Socket: the one owner of a TCP file descriptor, and the blocking-with-deadline I/O every stage
+// uses. Nothing here exits the process: a peer's reset is an IoStatus, never a crash.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace proxy {
+
+using Millis = std::chrono::milliseconds;
+
+/// How an I/O call ended. `cancelled` means the process-wide cancel fd (see set_io_cancel_fd)
+/// became readable: shutdown's grace period ran out and in-flight work must be cut.
+enum class IoStatus { ok, eof, timeout, cancelled, error };
+
+/// Outcome of one read or write. `bytes` counts what was transferred (a write_all that failed
+/// part-way reports what got out); `error` is the errno when status == error.
+struct IoResult {
+  IoStatus status = IoStatus::ok;
+  std::size_t bytes = 0;
+  int error = 0;
+};
+
+/// A move-only owner of one socket fd; the destructor closes it.
+/// Thread-safety: a Socket is owned by one thread at a time; hand it over by moving it.
+/// I/O calls never raise SIGPIPE (MSG_NOSIGNAL) and retry EINTR and partial writes.
+class Socket {
+ public:
+  Socket() noexcept = default;
+  /// Takes ownership of `fd` (which may be -1 for an empty Socket).
+  explicit Socket(int fd) noexcept : fd_(fd) {}
+  ~Socket();
+  Socket(Socket&& other) noexcept;
+  Socket& operator=(Socket&& other) noexcept;
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+
+  /// The fd, still owned by this Socket; -1 when empty.
+  [[nodiscard]] int fd() const noexcept { return fd_; }
+  [[nodiscard]] bool valid() const noexcept { return fd_ >= 0; }
+  /// Closes now (idempotent). Errors from close(2) are ignored: the fd is gone either way.
+  void close() noexcept;
+  /// Closes with a TCP reset (SO_LINGER 0) instead of an orderly FIN.
+  void reset() noexcept;
+  /// Gives up ownership and returns the fd; the caller must close it.
+  [[nodiscard]] int release() noexcept;
+
+  /// Reads at most buf.size() bytes, waiting at most `timeout` for the first byte.
+  /// Returns ok with bytes > 0, eof on an orderly close, or timeout / cancelled / error.
+  IoResult read_some(std::span<char> buf, Millis timeout) const;
+  /// Writes every byte of `data`; each wait for the peer to drain is bounded by `timeout`.
+  IoResult write_all(std::string_view data, Millis timeout) const;
+  /// Half-closes the sending side (shutdown SHUT_WR); the peer sees end of stream.
+  void shutdown_write() const noexcept;
+
+ private:
+  int fd_ = -1;
+};
+
+/// Binds and listens on host:port (port 0 picks a free port). `host` is a numeric IPv4 or IPv6
+/// address or a name getaddrinfo resolves. Sets SO_REUSEADDR, close-on-exec and non-blocking.
+/// Throws std::runtime_error naming the address and the reason when it cannot.
+Socket listen_tcp(const std::string& host, std::uint16_t port, int backlog = 1024);
+
+/// "HOST:PORT" of a socket's local end; IPv6 hosts in brackets ("[::1]:8080").
+std::string local_address(const Socket& socket);
+/// "HOST:PORT" of a connected socket's peer, or "?" when unknown.
+std::string peer_address(const Socket& socket);
+/// The local port of a bound socket.
+std::uint16_t local_port(const Socket& socket);
+
+/// Why connect_tcp failed.
+enum class ConnectError { none, resolve, refused, timeout, cancelled, other };
+
+/// Outcome of connect_tcp: a connected socket, or the error and a one-line description.
+struct ConnectResult {
+  Socket socket;
+  ConnectError error = ConnectError::none;
+  std::string message;
+};
+
+/// Resolves host (getaddrinfo; IPv4 and IPv6) and connects to each address in turn, all within
+/// `timeout` in total. Never throws for network errors.
+ConnectResult connect_tcp(const std::string& host, std::uint16_t port, Millis timeout);
+
+/// Waits for the next client on a listening socket, or until `stop_fd` becomes readable
+/// (returns nullopt). Transient accept errors (ECONNABORTED, EINTR) are retried; running out of
+/// descriptors (EMFILE, ENFILE) logs once and waits 100 ms before retrying, so it never spins.
+/// Throws std::runtime_error only for errors that mean the listener itself is broken.
+std::optional<Socket> accept_client(const Socket& listener, int stop_fd);
+
+/// Makes every Socket I/O wait in the process also watch `fd`; once it is readable those waits
+/// return IoStatus::cancelled. -1 turns it off. Set once at start-up, before any I/O thread runs.
+void set_io_cancel_fd(int fd) noexcept;
+
+/// Ignores SIGPIPE process-wide: a client that hangs up mid-write must not kill the server.
+void ignore_sigpipe() noexcept;
+
+/// Sets a socket option with an int value; returns false (errno set) on failure.
+bool set_int_option(const Socket& socket, int level, int name, int value) noexcept;
+
+}  // namespace proxy

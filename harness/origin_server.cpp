@@ -1,0 +1,1114 @@
+#include "origin_server.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <deque>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <queue>
+#include <stdexcept>
+#include <unordered_map>
+#include <utility>
+
+#include "body_reader.h"
+#include "http_message.h"
+#include "log.h"
+#include "uri.h"
+
+namespace harness {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr std::size_t kPatternPeriod = 256;  // (i * 31 + 7) & 0xFF repeats every 256 bytes
+constexpr std::size_t kWritePiece = std::size_t{64} * 1024;  // most bytes handed to one send()
+constexpr std::size_t kChunkSize = std::size_t{4} * 1024;    // /stream-bytes chunk size
+constexpr std::size_t kReadPiece = std::size_t{16} * 1024;
+// Read-ahead bound while a response is pending: pipelining clients cannot grow us unboundedly.
+constexpr std::size_t kMaxBuffered = std::size_t{64} * 1024;
+constexpr std::size_t kMaxRequestBody = std::size_t{16} * 1024 * 1024;
+// Generated bodies up to this size go out with the head in one send(): one syscall per small
+// response is what lets a single loop keep up with wrk.
+constexpr std::size_t kInlineBody = std::size_t{16} * 1024;
+// After a closing response, how long we drain the client's leftovers before closing, so
+// unread pipelined bytes do not turn our FIN into a RST that could destroy the response.
+constexpr auto kLingerTime = 2s;
+constexpr auto kAcceptRetry = 100ms;
+constexpr std::uint64_t kMaxDelayMs = 3'600'000;
+constexpr std::uint64_t kMaxBodyBytes = std::uint64_t{1} << 40;
+constexpr std::uint64_t kListenerId = 0;  // epoll/timer ids below kFirstConnectionId
+constexpr std::uint64_t kWakeId = 1;
+constexpr std::uint64_t kFirstConnectionId = 2;
+constexpr std::string_view kTrailerName = "X-Origin-Trailer";
+constexpr std::string_view kLastModified = "Thu, 01 Jan 2015 00:00:00 GMT";
+
+// One period of the pattern repeated past kWritePiece, so any piece of any body is a single
+// contiguous slice starting at (offset % 256): large bodies are sent without copying.
+const std::string& pattern() {
+  static const std::string bytes = deterministic_bytes(kWritePiece + kPatternPeriod);
+  return bytes;
+}
+
+std::optional<std::uint64_t> parse_number(std::string_view text, std::uint64_t max) {
+  std::uint64_t value = 0;
+  if (text.empty() || text.size() > 19) return std::nullopt;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || value > max) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+// "/bytes/10" with prefix "/bytes/" gives "10"; nullopt when `path` does not start so.
+std::optional<std::string_view> after(std::string_view path, std::string_view prefix) {
+  if (!path.starts_with(prefix)) return std::nullopt;
+  return path.substr(prefix.size());
+}
+
+std::string_view reason_phrase(int status) {
+  switch (status) {
+    case 100:
+      return "Continue";
+    case 101:
+      return "Switching Protocols";
+    case 200:
+      return "OK";
+    case 201:
+      return "Created";
+    case 202:
+      return "Accepted";
+    case 204:
+      return "No Content";
+    case 206:
+      return "Partial Content";
+    case 301:
+      return "Moved Permanently";
+    case 302:
+      return "Found";
+    case 303:
+      return "See Other";
+    case 304:
+      return "Not Modified";
+    case 307:
+      return "Temporary Redirect";
+    case 308:
+      return "Permanent Redirect";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 410:
+      return "Gone";
+    case 413:
+      return "Content Too Large";
+    case 414:
+      return "URI Too Long";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 502:
+      return "Bad Gateway";
+    case 503:
+      return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      return "Status";
+  }
+}
+
+// How a response's body is delimited on the wire.
+enum class Framing { content_length, chunked, close_delimited, none };
+// What happens to the connection once the response is written.
+enum class Ending { keep_alive, close, reset };
+
+// A response to write: a literal body, or `generated` deterministic bytes made as the socket
+// drains (never both).
+struct Reply {
+  int status = 200;
+  std::string content_type = "text/plain";
+  std::vector<std::pair<std::string, std::string>> fields;
+  std::string body;
+  std::uint64_t generated = 0;
+  Framing framing = Framing::content_length;
+  // Content-Length to promise when it differs from what is sent (/truncate, /reset).
+  std::optional<std::uint64_t> promised_length;
+  Ending ending = Ending::keep_alive;
+};
+
+// What a request asks the origin to do, decided before any waiting starts.
+struct Plan {
+  std::uint64_t delay_ms = 0;
+  bool stall = false;
+  bool stats = false;  // /__stats: body filled in when the reply is made, never delayed
+  Reply reply;
+};
+
+// The parts of a request the routes look at.
+struct RequestView {
+  const proxy::Request& head;
+  std::string_view raw_fields;  // the header lines exactly as received
+  const std::string& body;
+};
+
+Reply text_reply(int status, std::string body) {
+  Reply reply;
+  reply.status = status;
+  reply.body = std::move(body);
+  return reply;
+}
+
+Reply bytes_reply(std::uint64_t n) {
+  Reply reply;
+  reply.content_type = "application/octet-stream";
+  reply.generated = n;
+  return reply;
+}
+
+std::string anything_json(const RequestView& request) {
+  nlohmann::ordered_json echo;
+  echo["method"] = request.head.method;
+  echo["target"] = request.head.target;
+  auto headers = nlohmann::ordered_json::array();
+  for (const auto& field : request.head.fields) headers.push_back({field.name, field.value});
+  echo["headers"] = std::move(headers);
+  echo["body"] = request.body;
+  echo["body_length"] = request.body.size();
+  // Bodies and obs-text header values need not be UTF-8; replace bad bytes with U+FFFD rather
+  // than fail, and report the exact length so tests can still check what arrived.
+  return echo.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
+
+// Maps a path (no query) to a plan; nullopt when no route matches (404).
+std::optional<Plan> route(std::string_view path, const RequestView& request) {
+  Plan plan;
+  if (auto rest = after(path, "/delay/")) {
+    auto slash = rest->find('/');
+    auto ms = parse_number(rest->substr(0, slash), kMaxDelayMs);
+    if (!ms) return std::nullopt;
+    std::optional<Plan> inner;
+    if (slash != std::string_view::npos) inner = route(rest->substr(slash), request);
+    if (inner && !inner->stats) {
+      plan = std::move(*inner);
+    } else {
+      plan.reply = text_reply(200, "delayed " + std::to_string(*ms) + " ms\n");
+    }
+    plan.delay_ms = std::min(kMaxDelayMs, plan.delay_ms + *ms);
+    return plan;
+  }
+  if (auto n = after(path, "/bytes/")) {
+    auto count = parse_number(*n, kMaxBodyBytes);
+    if (!count) return std::nullopt;
+    plan.reply = bytes_reply(*count);
+    return plan;
+  }
+  if (auto n = after(path, "/stream-bytes/")) {
+    auto count = parse_number(*n, kMaxBodyBytes);
+    if (!count) return std::nullopt;
+    plan.reply = bytes_reply(*count);
+    plan.reply.framing = Framing::chunked;
+    return plan;
+  }
+  if (auto n = after(path, "/close/")) {
+    auto count = parse_number(*n, kMaxBodyBytes);
+    if (!count) return std::nullopt;
+    plan.reply = bytes_reply(*count);
+    plan.reply.framing = Framing::close_delimited;
+    plan.reply.ending = Ending::close;
+    return plan;
+  }
+  for (auto [prefix, ending] : {std::pair{std::string_view("/truncate/"), Ending::close},
+                                std::pair{std::string_view("/reset/"), Ending::reset}}) {
+    if (auto n = after(path, prefix)) {
+      auto count = parse_number(*n, kMaxBodyBytes);
+      if (!count) return std::nullopt;
+      plan.reply = bytes_reply(*count / 2);
+      plan.reply.promised_length = *count;
+      plan.reply.ending = ending;
+      return plan;
+    }
+  }
+  if (path == "/stall") {
+    plan.stall = true;
+    return plan;
+  }
+  if (auto code = after(path, "/status/")) {
+    auto status = parse_number(*code, 599);
+    if (!status || *status < 100) return std::nullopt;
+    int value = static_cast<int>(*status);
+    plan.reply =
+        text_reply(value, std::to_string(value) + " " + std::string(reason_phrase(value)) + "\n");
+    if (value < 200 || value == 204 || value == 304) {
+      plan.reply.body.clear();
+      plan.reply.framing = Framing::none;
+    }
+    // A 1xx is interim; a client would wait for a final response that never comes, so the
+    // connection closes after it.
+    if (value < 200) plan.reply.ending = Ending::close;
+    return plan;
+  }
+  if (path == "/headers") {
+    plan.reply = text_reply(200, std::string(request.raw_fields));
+    return plan;
+  }
+  if (path == "/anything" || path.starts_with("/anything/")) {
+    plan.reply = text_reply(200, anything_json(request));
+    plan.reply.content_type = "application/json";
+    return plan;
+  }
+  if (auto seconds = after(path, "/cache/")) {
+    auto max_age = parse_number(*seconds, 1'000'000'000);
+    if (!max_age) return std::nullopt;
+    std::string etag = "\"cache-" + std::to_string(*max_age) + "\"";
+    auto if_none_match = proxy::find_field(request.head.fields, "If-None-Match");
+    if (if_none_match && (*if_none_match == etag || *if_none_match == "*")) {
+      plan.reply.status = 304;
+      plan.reply.framing = Framing::none;
+    } else {
+      plan.reply = text_reply(200, "cacheable for " + std::to_string(*max_age) + " s\n");
+    }
+    plan.reply.fields = {{"Cache-Control", "max-age=" + std::to_string(*max_age)},
+                         {"ETag", etag},
+                         {"Last-Modified", std::string(kLastModified)}};
+    return plan;
+  }
+  if (auto n = after(path, "/no-store/")) {
+    auto count = parse_number(*n, kMaxBodyBytes);
+    if (!count) return std::nullopt;
+    plan.reply = bytes_reply(*count);
+    plan.reply.fields = {{"Cache-Control", "no-store"}};
+    return plan;
+  }
+  if (path == "/__stats") {
+    plan.stats = true;
+    plan.reply.content_type = "application/json";
+    return plan;
+  }
+  return std::nullopt;
+}
+
+// The value of ?delay_ms=MS, 0 when absent; nullopt when malformed.
+std::optional<std::uint64_t> query_delay(std::string_view query) {
+  while (!query.empty()) {
+    auto amp = query.find('&');
+    auto pair = query.substr(0, amp);
+    if (auto value = after(pair, "delay_ms=")) return parse_number(*value, kMaxDelayMs);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+  }
+  return 0;
+}
+
+// RFC 9112 §9.3: 1.1 persists unless "close"; 1.0 only with "keep-alive".
+bool wants_keep_alive(const proxy::Request& request) {
+  if (proxy::field_has_token(request.fields, "Connection", "close")) return false;
+  if (request.version_minor == 0) {
+    return proxy::field_has_token(request.fields, "Connection", "keep-alive");
+  }
+  return true;
+}
+
+// The header lines of a head as received: everything between the request line and the empty
+// line. parse_request may skip empty lines before the request line (RFC 9112 §2.2), so do too.
+std::string_view raw_field_lines(std::string_view head) {
+  std::size_t start = 0;
+  while (head.substr(start).starts_with("\r\n")) start += 2;
+  auto line_end = head.find("\r\n", start);
+  if (line_end == std::string_view::npos || head.size() < line_end + 4) return {};
+  return head.substr(line_end + 2, head.size() - (line_end + 2) - 2);
+}
+
+}  // namespace
+
+std::string deterministic_bytes(std::size_t n) {
+  std::string bytes(n, '\0');
+  for (std::size_t i = 0; i < n; ++i) bytes[i] = static_cast<char>((i * 31 + 7) & 0xFF);
+  return bytes;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// The capacity limit: at most `capacity` requests hold a slot; the rest wait in FIFO order and
+/// are handed a freed slot through their loop's grant(). Thread-safe.
+class OriginServer::SlotPool {
+ public:
+  explicit SlotPool(int capacity) : capacity_(capacity) {}
+
+  /// True when a slot is taken now; false when queued — grant(id) follows once one frees.
+  bool acquire(Loop& loop, std::uint64_t connection_id);
+  /// Frees a slot, handing it straight to the oldest waiter if there is one.
+  void release();
+
+ private:
+  const int capacity_;
+  std::mutex mutex_;  // guards in_use_, waiting_
+  int in_use_ = 0;
+  std::deque<std::pair<Loop*, std::uint64_t>> waiting_;
+};
+
+/// One epoll loop: accepts from the shared listener and owns every connection it accepted.
+/// Only its own thread touches its connections; other threads call just grant() and wake().
+class OriginServer::Loop {
+ public:
+  Loop(OriginServer& server, bool shared_listener);
+  Loop(const Loop&) = delete;
+  Loop& operator=(const Loop&) = delete;
+
+  /// Serves until `token` is stopped. Runs on the loop's own thread.
+  void run(const std::stop_token& token);
+  /// Hands a capacity slot to a queued connection. Thread-safe.
+  void grant(std::uint64_t connection_id);
+  /// Interrupts epoll_wait. Thread-safe.
+  void wake() noexcept;
+
+ private:
+  enum class Phase { head, body, queued, delayed, writing, stalled, lingering };
+
+  struct Connection {
+    std::uint64_t id = 0;
+    proxy::Socket socket;
+    Phase phase = Phase::head;
+    std::string in;  // received, not yet consumed
+    bool peer_eof = false;
+    bool write_blocked = false;
+    bool reset_on_close = false;
+    bool holds_slot = false;
+    std::uint32_t events = 0;     // the epoll interest currently registered
+    std::uint64_t timer_seq = 0;  // only the newest timer of a connection counts
+
+    // The request being read and answered.
+    proxy::Request request;
+    std::string raw_fields;
+    std::optional<proxy::BodyReader> body_reader;
+    std::string body;
+    bool keep_alive = true;
+    std::optional<Plan> plan;
+
+    // The response being written: `out` first, then generated bytes [gen_offset, gen_end).
+    std::string out;
+    std::size_t out_pos = 0;
+    std::uint64_t gen_offset = 0;
+    std::uint64_t gen_end = 0;
+    bool chunked = false;
+    bool last_chunk_sent = false;
+    Ending ending = Ending::keep_alive;
+  };
+
+  struct Timer {
+    Clock::time_point when;
+    std::uint64_t id;
+    std::uint64_t seq;
+    bool operator>(const Timer& other) const { return when > other.when; }
+  };
+
+  enum class WriteStatus { done, blocked, failed };
+
+  void accept_clients();
+  void on_connection_event(std::uint64_t id, std::uint32_t events);
+  void on_grants();
+  int fire_timers();
+  void on_timer(const Timer& timer);
+  void add_timer(Connection& c, Clock::duration after);
+
+  bool read_available(Connection& c);
+  bool advance(Connection& c);
+  void dispatch(Connection& c);
+  void begin_delay(Connection& c);
+  void start_plan(Connection& c);
+  void start_reply(Connection& c, Reply reply);
+  void start_error(Connection& c, int status);
+  void finish_request(Connection& c);
+  WriteStatus pump(Connection& c);
+  void refill_chunks(Connection& c);
+  void update_interest(Connection& c);
+  // Runs `step` (bool(Connection&): false = close) on a connection, then closes it or
+  // refreshes its epoll interest.
+  template <typename Step>
+  void drive(std::uint64_t id, Step&& step);
+  void close_connection(std::uint64_t id);
+  const std::string& http_date();
+
+  OriginServer& server_;
+  const bool shared_listener_;
+  proxy::Socket epoll_;
+  proxy::Socket wake_;  // an eventfd
+  bool listener_armed_ = false;
+  bool told_accept_error_ = false;
+  std::unordered_map<std::uint64_t, std::unique_ptr<Connection>> connections_;
+  std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
+  std::uint64_t next_id_ = kFirstConnectionId;
+  std::string read_buffer_ = std::string(kReadPiece, '\0');
+  std::time_t date_second_ = 0;
+  std::string date_;
+
+  std::mutex grants_mutex_;  // guards granted_
+  std::vector<std::uint64_t> granted_;
+};
+
+bool OriginServer::SlotPool::acquire(Loop& loop, std::uint64_t connection_id) {
+  std::lock_guard lock(mutex_);
+  if (in_use_ < capacity_) {
+    ++in_use_;
+    return true;
+  }
+  waiting_.emplace_back(&loop, connection_id);
+  return false;
+}
+
+void OriginServer::SlotPool::release() {
+  std::pair<Loop*, std::uint64_t> next;
+  {
+    std::lock_guard lock(mutex_);
+    if (waiting_.empty()) {
+      --in_use_;
+      return;
+    }
+    next = waiting_.front();
+    waiting_.pop_front();
+  }
+  // The slot passes to the waiter without being counted free, so FIFO order holds.
+  next.first->grant(next.second);
+}
+
+OriginServer::Loop::Loop(OriginServer& server, bool shared_listener)
+    : server_(server), shared_listener_(shared_listener) {
+  epoll_ = proxy::Socket(::epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll_.valid())
+    throw std::runtime_error(std::string("epoll_create1: ") + std::strerror(errno));
+  wake_ = proxy::Socket(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wake_.valid()) throw std::runtime_error(std::string("eventfd: ") + std::strerror(errno));
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.u64 = kWakeId;
+  if (::epoll_ctl(epoll_.fd(), EPOLL_CTL_ADD, wake_.fd(), &event) != 0) {
+    throw std::runtime_error(std::string("epoll_ctl: ") + std::strerror(errno));
+  }
+  event.events = EPOLLIN;
+  // Several loops on one listener: wake only one of them per connection (no thundering herd).
+  if (shared_listener_) event.events |= EPOLLEXCLUSIVE;
+  event.data.u64 = kListenerId;
+  if (::epoll_ctl(epoll_.fd(), EPOLL_CTL_ADD, server_.listener_.fd(), &event) != 0) {
+    throw std::runtime_error(std::string("epoll_ctl: ") + std::strerror(errno));
+  }
+  listener_armed_ = true;
+}
+
+void OriginServer::Loop::wake() noexcept {
+  std::uint64_t one = 1;
+  [[maybe_unused]] auto written = ::write(wake_.fd(), &one, sizeof one);
+}
+
+void OriginServer::Loop::grant(std::uint64_t connection_id) {
+  {
+    std::lock_guard lock(grants_mutex_);
+    granted_.push_back(connection_id);
+  }
+  wake();
+}
+
+void OriginServer::Loop::run(const std::stop_token& token) {
+  std::stop_callback wake_on_stop(token, [this] { wake(); });
+  std::array<epoll_event, 256> events{};
+  while (!token.stop_requested()) {
+    int timeout_ms = fire_timers();
+    int ready =
+        ::epoll_wait(epoll_.fd(), events.data(), static_cast<int>(events.size()), timeout_ms);
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      proxy::log_line(std::string("origin: epoll_wait: ") + std::strerror(errno));
+      return;
+    }
+    for (int i = 0; i < ready; ++i) {
+      const std::uint64_t id = events[i].data.u64;
+      if (id == kListenerId) {
+        accept_clients();
+      } else if (id == kWakeId) {
+        std::uint64_t count = 0;
+        [[maybe_unused]] auto got = ::read(wake_.fd(), &count, sizeof count);
+        on_grants();
+      } else {
+        on_connection_event(id, events[i].events);
+      }
+    }
+  }
+}
+
+void OriginServer::Loop::accept_clients() {
+  // Bounded so a connection storm cannot starve the connections already open.
+  for (int i = 0; i < 256; ++i) {
+    int fd = ::accept4(server_.listener_.fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
+      if (!told_accept_error_) {
+        proxy::log_line(std::string("origin: accept: ") + std::strerror(errno) +
+                        "; retrying every 100 ms");
+        told_accept_error_ = true;
+      }
+      // The listener stays readable while the backlog holds connections: step back from it
+      // for a while instead of spinning (EMFILE and friends clear only as connections close).
+      ::epoll_ctl(epoll_.fd(), EPOLL_CTL_DEL, server_.listener_.fd(), nullptr);
+      listener_armed_ = false;
+      timers_.push({Clock::now() + kAcceptRetry, kListenerId, 0});
+      return;
+    }
+    auto c = std::make_unique<Connection>();
+    c->id = next_id_++;
+    c->socket = proxy::Socket(fd);
+    proxy::set_int_option(c->socket, IPPROTO_TCP, TCP_NODELAY, 1);
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.u64 = c->id;
+    if (::epoll_ctl(epoll_.fd(), EPOLL_CTL_ADD, fd, &event) != 0) continue;  // c closes fd
+    c->events = EPOLLIN;
+    connections_.emplace(c->id, std::move(c));
+  }
+}
+
+template <typename Step>
+void OriginServer::Loop::drive(std::uint64_t id, Step&& step) {
+  auto it = connections_.find(id);
+  if (it == connections_.end()) return;
+  Connection& c = *it->second;
+  bool keep = false;
+  try {
+    keep = step(c);
+  } catch (const std::exception& error) {
+    // A surprise in one connection (allocation failure, say) ends that connection only.
+    proxy::log_line(std::string("origin: connection dropped: ") + error.what());
+  }
+  if (keep) {
+    update_interest(c);
+  } else {
+    close_connection(id);
+  }
+}
+
+void OriginServer::Loop::on_connection_event(std::uint64_t id, std::uint32_t events) {
+  drive(id, [&](Connection& c) {
+    // Reset by the peer, or both directions finished: nothing more can be said.
+    if (events & (EPOLLERR | EPOLLHUP)) return false;
+    if (events & EPOLLOUT) c.write_blocked = false;
+    if ((events & EPOLLIN) && !read_available(c)) return false;
+    return advance(c);
+  });
+}
+
+void OriginServer::Loop::on_grants() {
+  std::vector<std::uint64_t> granted;
+  {
+    std::lock_guard lock(grants_mutex_);
+    granted.swap(granted_);
+  }
+  for (std::uint64_t id : granted) {
+    auto it = connections_.find(id);
+    if (it == connections_.end() || it->second->phase != Phase::queued) {
+      // Its client left while waiting: pass the slot on.
+      server_.slots_->release();
+      continue;
+    }
+    drive(id, [&](Connection& c) {
+      c.holds_slot = true;
+      begin_delay(c);
+      return advance(c);
+    });
+  }
+}
+
+int OriginServer::Loop::fire_timers() {
+  for (;;) {
+    if (timers_.empty()) return -1;
+    const auto now = Clock::now();
+    const Timer top = timers_.top();
+    if (top.when > now) {
+      // Round up: waking a millisecond early would only spin once more.
+      auto wait = std::chrono::ceil<std::chrono::milliseconds>(top.when - now).count();
+      return static_cast<int>(std::min<std::int64_t>(wait, 60'000));
+    }
+    timers_.pop();
+    on_timer(top);
+  }
+}
+
+void OriginServer::Loop::on_timer(const Timer& timer) {
+  if (timer.id == kListenerId) {
+    if (listener_armed_) return;
+    epoll_event event{};
+    event.events = shared_listener_ ? (EPOLLIN | EPOLLEXCLUSIVE) : EPOLLIN;
+    event.data.u64 = kListenerId;
+    if (::epoll_ctl(epoll_.fd(), EPOLL_CTL_ADD, server_.listener_.fd(), &event) == 0) {
+      listener_armed_ = true;
+    }
+    return;
+  }
+  drive(timer.id, [&](Connection& c) {
+    if (timer.seq != c.timer_seq) return true;  // superseded
+    if (c.phase == Phase::lingering) return false;
+    if (c.phase == Phase::delayed) start_plan(c);
+    return advance(c);
+  });
+}
+
+void OriginServer::Loop::add_timer(Connection& c, Clock::duration after) {
+  timers_.push({Clock::now() + after, c.id, ++c.timer_seq});
+}
+
+// Reads whatever the socket holds, up to the read-ahead bound. False on a read error.
+bool OriginServer::Loop::read_available(Connection& c) {
+  while (!c.peer_eof && c.in.size() < kMaxBuffered) {
+    ssize_t n = ::recv(c.socket.fd(), read_buffer_.data(), read_buffer_.size(), MSG_DONTWAIT);
+    if (n > 0) {
+      // Nothing a stalled or closing connection sends will be answered: drop it.
+      if (c.phase != Phase::stalled && c.phase != Phase::lingering) {
+        c.in.append(read_buffer_.data(), static_cast<std::size_t>(n));
+      }
+      continue;
+    }
+    if (n == 0) {
+      c.peer_eof = true;
+      return true;
+    }
+    if (errno == EINTR) continue;
+    return errno == EAGAIN || errno == EWOULDBLOCK;
+  }
+  return true;
+}
+
+// Runs the connection's state machine as far as the bytes at hand allow. False when the
+// connection is finished and must be closed.
+bool OriginServer::Loop::advance(Connection& c) {
+  for (;;) {
+    switch (c.phase) {
+      case Phase::head: {
+        if (c.in.empty()) return !c.peer_eof;
+        auto parsed = proxy::parse_request(c.in, c.request);
+        if (parsed.status == proxy::ParseStatus::invalid) {
+          start_error(c, parsed.error_status != 0 ? parsed.error_status : 400);
+          continue;
+        }
+        if (parsed.status == proxy::ParseStatus::incomplete) {
+          if (c.in.size() >= kMaxBuffered) {
+            start_error(c, 431);
+            continue;
+          }
+          return !c.peer_eof;  // a head cut short by EOF is never answered
+        }
+        c.raw_fields =
+            std::string(raw_field_lines(std::string_view(c.in).substr(0, parsed.consumed)));
+        c.in.erase(0, parsed.consumed);
+        c.keep_alive = wants_keep_alive(c.request);
+        auto framing = proxy::request_body_framing(c.request);
+        if (!framing) {
+          start_error(c, 400);
+          continue;
+        }
+        if (framing->kind == proxy::BodyKind::none) {
+          dispatch(c);
+          continue;
+        }
+        if (framing->kind == proxy::BodyKind::content_length && framing->length > kMaxRequestBody) {
+          start_error(c, 413);
+          continue;
+        }
+        c.body_reader.emplace(*framing);
+        c.phase = Phase::body;
+        if (c.request.version_minor == 1 &&
+            proxy::field_has_token(c.request.fields, "Expect", "100-continue")) {
+          // Nothing else is queued for output while a request is read, so this small write
+          // cannot interleave with a response; if it does not fit, the client's own
+          // Expect timeout sends the body anyway.
+          static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+          [[maybe_unused]] auto sent = ::send(c.socket.fd(), kContinue.data(), kContinue.size(),
+                                              MSG_DONTWAIT | MSG_NOSIGNAL);
+        }
+        continue;
+      }
+      case Phase::body: {
+        auto fed = c.body_reader->feed(c.in, c.body);
+        c.in.erase(0, fed.consumed);
+        if (fed.error || c.body.size() > kMaxRequestBody) {
+          start_error(c, fed.error ? 400 : 413);
+          continue;
+        }
+        if (!fed.done) return !c.peer_eof;
+        c.body_reader.reset();
+        dispatch(c);
+        continue;
+      }
+      case Phase::queued:
+      case Phase::delayed:
+        return true;
+      case Phase::stalled:
+      case Phase::lingering:
+        return !c.peer_eof;
+      case Phase::writing: {
+        if (c.write_blocked) return true;
+        WriteStatus status = pump(c);
+        if (status == WriteStatus::failed) return false;
+        if (status == WriteStatus::blocked) {
+          c.write_blocked = true;
+          return true;
+        }
+        const Ending ending = c.ending;
+        finish_request(c);
+        if (ending == Ending::reset) {
+          c.reset_on_close = true;
+          return false;
+        }
+        if (ending == Ending::close) {
+          c.socket.shutdown_write();
+          c.phase = Phase::lingering;
+          c.in.clear();
+          add_timer(c, kLingerTime);
+        }
+        continue;
+      }
+    }
+  }
+}
+
+void OriginServer::Loop::dispatch(Connection& c) {
+  std::string_view target = c.request.target;
+  std::string origin_form;
+  if (!target.starts_with('/')) {
+    auto uri = proxy::parse_absolute_uri(target);
+    if (!uri) {
+      start_error(c, 400);
+      return;
+    }
+    origin_form = uri->path_and_query;
+    target = origin_form;
+  }
+  const auto question = target.find('?');
+  const std::string_view path = target.substr(0, question);
+  const std::string_view query =
+      question == std::string_view::npos ? std::string_view() : target.substr(question + 1);
+
+  auto extra_delay = query_delay(query);
+  if (!extra_delay) {
+    start_error(c, 400);
+    return;
+  }
+  std::optional<Plan> plan = route(path, RequestView{c.request, c.raw_fields, c.body});
+  if (!plan) {
+    plan.emplace();
+    plan->reply = text_reply(404, "no such path: " + std::string(path) + "\n");
+  }
+  if (plan->stats) {
+    // Monitoring must see the origin as it is: no delay, no slot, not counted itself.
+    c.plan = std::move(plan);
+    start_plan(c);
+    return;
+  }
+  server_.count_request(path);
+  plan->delay_ms += *extra_delay + static_cast<std::uint64_t>(server_.options_.default_delay_ms);
+  c.plan = std::move(plan);
+  if (server_.slots_) {
+    if (!server_.slots_->acquire(*this, c.id)) {
+      c.phase = Phase::queued;
+      return;
+    }
+    c.holds_slot = true;
+  }
+  begin_delay(c);
+}
+
+void OriginServer::Loop::begin_delay(Connection& c) {
+  if (c.plan->delay_ms == 0) {
+    start_plan(c);
+    return;
+  }
+  c.phase = Phase::delayed;
+  add_timer(c, std::chrono::milliseconds(c.plan->delay_ms));
+}
+
+void OriginServer::Loop::start_plan(Connection& c) {
+  if (c.plan->stall) {
+    c.phase = Phase::stalled;
+    c.in.clear();
+    return;
+  }
+  if (c.plan->stats) c.plan->reply.body = server_.stats_json() + "\n";
+  start_reply(c, std::move(c.plan->reply));
+}
+
+void OriginServer::Loop::start_error(Connection& c, int status) {
+  // After a framing error the rest of the stream cannot be trusted: answer and close.
+  Reply reply = text_reply(status, std::string(reason_phrase(status)) + "\n");
+  reply.ending = Ending::close;
+  c.in.clear();
+  c.body_reader.reset();
+  start_reply(c, std::move(reply));
+}
+
+void OriginServer::Loop::start_reply(Connection& c, Reply reply) {
+  const bool head_only = c.request.method == "HEAD";
+  if (!c.keep_alive && reply.ending == Ending::keep_alive) reply.ending = Ending::close;
+  c.ending = reply.ending;
+
+  std::string& out = c.out;
+  out.clear();
+  c.out_pos = 0;
+  out += "HTTP/1.1 ";
+  out += std::to_string(reply.status);
+  out += ' ';
+  out += reason_phrase(reply.status);
+  out += "\r\nServer: harness-origin\r\nDate: ";
+  out += http_date();
+  out += "\r\n";
+  if (reply.framing != Framing::none) {
+    out += "Content-Type: ";
+    out += reply.content_type;
+    out += "\r\n";
+  }
+  for (const auto& [name, value] : reply.fields) {
+    out += name;
+    out += ": ";
+    out += value;
+    out += "\r\n";
+  }
+  if (reply.framing == Framing::content_length) {
+    out += "Content-Length: ";
+    out += std::to_string(reply.promised_length.value_or(reply.body.size() + reply.generated));
+    out += "\r\n";
+  } else if (reply.framing == Framing::chunked) {
+    out += "Transfer-Encoding: chunked\r\nTrailer: ";
+    out += kTrailerName;
+    out += "\r\n";
+  }
+  if (reply.ending != Ending::keep_alive) {
+    out += "Connection: close\r\n";
+  } else if (c.request.version_minor == 0) {
+    out += "Connection: keep-alive\r\n";
+  }
+  out += "\r\n";
+
+  c.gen_offset = 0;
+  c.gen_end = 0;
+  c.chunked = false;
+  c.last_chunk_sent = false;
+  if (!head_only && reply.framing != Framing::none) {
+    out += reply.body;
+    if (reply.framing == Framing::chunked) {
+      c.chunked = true;
+      c.gen_end = reply.generated;
+    } else if (reply.generated <= kInlineBody) {
+      out.append(pattern(), 0, reply.generated);
+    } else {
+      c.gen_end = reply.generated;
+    }
+  }
+  c.phase = Phase::writing;
+}
+
+void OriginServer::Loop::finish_request(Connection& c) {
+  if (c.holds_slot) {
+    c.holds_slot = false;
+    server_.slots_->release();
+  }
+  c.request = proxy::Request{};
+  c.raw_fields.clear();
+  c.body.clear();
+  c.plan.reset();
+  c.out.clear();
+  c.out_pos = 0;
+  c.phase = Phase::head;
+}
+
+// Writes as much of the response as the socket takes.
+OriginServer::Loop::WriteStatus OriginServer::Loop::pump(Connection& c) {
+  const int fd = c.socket.fd();
+  for (;;) {
+    ssize_t n = 0;
+    if (c.out_pos < c.out.size()) {
+      n = ::send(fd, c.out.data() + c.out_pos, c.out.size() - c.out_pos,
+                 MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n > 0) {
+        c.out_pos += static_cast<std::size_t>(n);
+        continue;
+      }
+    } else if (c.chunked && (c.gen_offset < c.gen_end || !c.last_chunk_sent)) {
+      refill_chunks(c);
+      continue;
+    } else if (c.gen_offset < c.gen_end) {
+      const auto piece =
+          static_cast<std::size_t>(std::min<std::uint64_t>(kWritePiece, c.gen_end - c.gen_offset));
+      const char* from = pattern().data() + c.gen_offset % kPatternPeriod;
+      n = ::send(fd, from, piece, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n > 0) {
+        c.gen_offset += static_cast<std::uint64_t>(n);
+        continue;
+      }
+    } else {
+      return WriteStatus::done;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return WriteStatus::blocked;
+    return WriteStatus::failed;
+  }
+}
+
+// Fills `out` with the next chunks of a /stream-bytes body (RFC 9112 §7.1). The first chunk
+// carries an extension and the last-chunk a trailer field, so decoders meet both.
+void OriginServer::Loop::refill_chunks(Connection& c) {
+  c.out.clear();
+  c.out_pos = 0;
+  char size[32];
+  while (c.gen_offset < c.gen_end && c.out.size() < kWritePiece) {
+    const auto length =
+        static_cast<std::size_t>(std::min<std::uint64_t>(kChunkSize, c.gen_end - c.gen_offset));
+    auto [end, error] = std::to_chars(size, size + sizeof size, length, 16);
+    c.out.append(size, end);
+    if (c.gen_offset == 0) c.out += ";origin-ext=\"first chunk\"";
+    c.out += "\r\n";
+    c.out.append(pattern(), c.gen_offset % kPatternPeriod, length);
+    c.out += "\r\n";
+    c.gen_offset += length;
+  }
+  if (c.gen_offset == c.gen_end && !c.last_chunk_sent) {
+    c.out += c.gen_end == 0 ? "0;origin-ext=\"first chunk\"\r\n" : "0\r\n";
+    c.out += kTrailerName;
+    c.out += ": done\r\n\r\n";
+    c.last_chunk_sent = true;
+  }
+}
+
+void OriginServer::Loop::update_interest(Connection& c) {
+  std::uint32_t want = 0;
+  if (!c.peer_eof && c.in.size() < kMaxBuffered) want |= EPOLLIN;
+  if (c.phase == Phase::writing && c.write_blocked) want |= EPOLLOUT;
+  if (want == c.events) return;
+  epoll_event event{};
+  event.events = want;
+  event.data.u64 = c.id;
+  ::epoll_ctl(epoll_.fd(), EPOLL_CTL_MOD, c.socket.fd(), &event);
+  c.events = want;
+}
+
+void OriginServer::Loop::close_connection(std::uint64_t id) {
+  auto it = connections_.find(id);
+  if (it == connections_.end()) return;
+  Connection& c = *it->second;
+  if (c.holds_slot) server_.slots_->release();
+  ::epoll_ctl(epoll_.fd(), EPOLL_CTL_DEL, c.socket.fd(), nullptr);
+  if (c.reset_on_close) c.socket.reset();
+  connections_.erase(it);  // the Socket closes the fd; a queued slot grant finds it gone
+}
+
+const std::string& OriginServer::Loop::http_date() {
+  std::time_t now = std::time(nullptr);
+  if (now != date_second_) {
+    date_second_ = now;
+    std::tm utc{};
+    ::gmtime_r(&now, &utc);
+    char text[64];
+    std::size_t length = std::strftime(text, sizeof text, "%a, %d %b %Y %H:%M:%S GMT", &utc);
+    date_.assign(text, length);
+  }
+  return date_;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+OriginServer::OriginServer(OriginOptions options) : options_(std::move(options)) {
+  if (options_.threads < 1 || options_.capacity < 0 || options_.default_delay_ms < 0) {
+    throw std::runtime_error("origin: threads must be >= 1, capacity and delay >= 0");
+  }
+  // A deep backlog: a benchmark opens a thousand connections at once.
+  listener_ = proxy::listen_tcp(options_.bind, options_.port, 4096);
+  port_ = proxy::local_port(listener_);
+  address_ = proxy::local_address(listener_);
+  if (options_.capacity > 0) slots_ = std::make_unique<SlotPool>(options_.capacity);
+  for (int i = 0; i < options_.threads; ++i) {
+    loops_.push_back(std::make_unique<Loop>(*this, options_.threads > 1));
+  }
+  for (auto& loop : loops_) {
+    threads_.emplace_back([&loop = *loop](const std::stop_token& token) { loop.run(token); });
+  }
+}
+
+OriginServer::~OriginServer() {
+  stop();
+}
+
+void OriginServer::stop() {
+  std::lock_guard lock(stop_mutex_);
+  if (stopped_) return;
+  stopped_ = true;
+  for (auto& thread : threads_) thread.request_stop();
+  for (auto& thread : threads_) thread.join();
+  threads_.clear();
+  loops_.clear();  // closes every connection
+  slots_.reset();
+  listener_.close();
+}
+
+void OriginServer::count_request(std::string_view path) {
+  {
+    std::lock_guard lock(counts_mutex_);
+    auto it = counts_.find(path);
+    if (it == counts_.end()) it = counts_.emplace(std::string(path), 0).first;
+    ++it->second;
+  }
+  counted_.notify_all();
+}
+
+std::uint64_t OriginServer::request_count(std::string_view path_prefix) const {
+  std::lock_guard lock(counts_mutex_);
+  return count_locked(path_prefix);
+}
+
+bool OriginServer::wait_for_requests(std::string_view path_prefix, std::uint64_t count,
+                                     std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(counts_mutex_);
+  return counted_.wait_for(lock, timeout, [&] { return count_locked(path_prefix) >= count; });
+}
+
+std::uint64_t OriginServer::count_locked(std::string_view path_prefix) const {
+  std::uint64_t total = 0;
+  // Keys sharing a prefix are contiguous in a sorted map.
+  for (auto it = counts_.lower_bound(path_prefix);
+       it != counts_.end() && std::string_view(it->first).starts_with(path_prefix); ++it) {
+    total += it->second;
+  }
+  return total;
+}
+
+std::string OriginServer::stats_json() const {
+  nlohmann::json counts = nlohmann::json::object();
+  {
+    std::lock_guard lock(counts_mutex_);
+    for (const auto& [path, count] : counts_) counts[path] = count;
+  }
+  return counts.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace harness

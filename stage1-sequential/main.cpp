@@ -1,0 +1,17 @@
+// Stage 1: the sequential proxy. One loop accepts a client, serves its whole transaction, and
+// only then accepts the next. Simple and correct — and one slow origin stalls every client
+// behind it, which is exactly what the next stage fixes.
+#include "server.h"
+
+int main(int argc, char** argv) {
+  proxy::StageDefinition stage;
+  stage.name = "stage1-sequential";
+  stage.description =
+      "stage1-sequential: a caching HTTP forward proxy that serves one client at a time";
+  stage.run = [](proxy::Server& server) {
+    while (std::optional<proxy::Socket> client = server.accept()) {
+      server.serve(std::move(*client));
+    }
+  };
+  return proxy::run_stage(argc, argv, stage);
+}

@@ -1,0 +1,83 @@
+// Stage 3: a fixed pool of workers. The accept loop puts each client in a bounded queue, by
+// value; --workers threads take them out and serve them. No thread is created per connection,
+// and no more than --workers transactions run at once. A full queue blocks the accept loop, so
+// further clients wait in the kernel's listen backlog (backpressure) — stage 4 sheds load
+// instead.
+#include <CLI/CLI.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "locked_cache.h"
+#include "overload.h"
+#include "server.h"
+#include "worker_pool.h"
+
+namespace {
+
+// Deep enough to absorb a burst of a few connections per worker, shallow enough that a client
+// does not age for long in a queue nobody can see; past it, clients wait in the kernel's listen
+// backlog (1024), and stage 4 answers 503 instead.
+constexpr std::size_t kDefaultQueue = 64;
+
+/// The command-line knobs of the pool.
+struct PoolConfig {
+  std::size_t workers = proxy::default_worker_count();
+  std::size_t queue = kDefaultQueue;
+  std::size_t peak_queued = 0;  ///< filled in at shutdown, for the stats line
+};
+
+// Accepts until a stop is requested, queueing each client for the workers; then answers the
+// clients still queued and lets the workers finish what they hold.
+void run_pool(proxy::Server& server, PoolConfig& config) {
+  proxy::WorkerPool<proxy::Socket> pool(
+      config.workers, config.queue, [&server](proxy::Socket client) {
+        server.serve(std::move(client));
+      });
+  while (std::optional<proxy::Socket> client = server.accept()) {
+    // Blocks while the queue is full: the accept loop stops taking clients until a worker
+    // frees a slot. (A stop requested meanwhile is seen once a slot frees: at the latest when
+    // the grace period cuts the transactions that hold the workers.)
+    pool.submit(std::move(*client));
+  }
+  // These clients never reached a worker: a 503 tells them so, where a bare close would look
+  // like a crash. close() hands them back so that no lock is held while we write.
+  for (proxy::Socket& client : pool.close()) {
+    proxy::reply_overloaded(std::move(client), server.stats(), "shutting down",
+                            "still queued for a worker");
+  }
+  pool.shutdown();  // joins: each worker first finishes (or has cut) its transaction
+  config.peak_queued = pool.peak_queued();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  PoolConfig config;
+  proxy::StageDefinition stage;
+  stage.name = "stage3-pool";
+  stage.description =
+      "stage3-pool: a caching HTTP forward proxy that serves clients on a fixed pool of workers";
+  stage.add_options = [&config](CLI::App& app) {
+    app.add_option("--workers", config.workers,
+                   "Worker threads (default: the number of cores). The work is I/O-bound, so "
+                   "the best count is usually higher (stage 4's tuning curve)")
+        ->check(CLI::Range(std::size_t{1}, std::size_t{4096}))
+        ->capture_default_str();
+    app.add_option("--queue", config.queue,
+                   "Accepted clients that may wait for a worker; when full, the accept loop "
+                   "waits and new clients queue in the kernel's listen backlog")
+        ->check(CLI::Range(std::size_t{1}, std::size_t{1'000'000}))
+        ->capture_default_str();
+  };
+  stage.wrap_cache = [](std::unique_ptr<proxy::Cache> cache) -> std::unique_ptr<proxy::Cache> {
+    return std::make_unique<proxy::LockedCache>(std::move(cache));
+  };
+  stage.run = [&config](proxy::Server& server) { run_pool(server, config); };
+  stage.extra_stats = [&config] {
+    return "workers=" + std::to_string(config.workers) + " queue=" +
+           std::to_string(config.queue) + " peak_queued=" + std::to_string(config.peak_queued);
+  };
+  return proxy::run_stage(argc, argv, stage);
+}

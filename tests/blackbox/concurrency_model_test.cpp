@@ -1,0 +1,227 @@
+// The concurrency model is real, and countable: while 50 slow requests are in flight, stage 3
+// runs exactly its workers plus a fixed few threads, however many clients wait, while stage 2
+// runs one thread per connection. Threads are counted from outside, in /proc/PID/task.
+// Also: stage 2 answers 503 when it cannot start a thread, and stage 3 answers 503 to the
+// clients still queued when it stops.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstddef>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <initializer_list>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "stage_fixture.h"
+
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define PROXY_TEST_SANITIZED 1
+#endif
+#if __has_feature(thread_sanitizer)
+#define PROXY_TEST_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define PROXY_TEST_SANITIZED 1
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define PROXY_TEST_TSAN 1
+#endif
+
+namespace testing_support {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+// Threads a stage runs besides its concurrency model: main (the accept loop) and the Shutdown
+// watcher (signalfd). ThreadSanitizer starts one background thread of its own at the first
+// pthread_create. Measured with `ls /proc/PID/task` on an idle stage1-sequential.
+#if defined(PROXY_TEST_TSAN)
+constexpr std::size_t kOtherThreads = 3;
+#else
+constexpr std::size_t kOtherThreads = 2;
+#endif
+
+constexpr int kClients = 50;
+constexpr auto kDeadline = 60s;  // generous: a loaded 2-core machine under TSan
+
+// Slow enough that every client is still waiting while we count, fast enough to finish
+// inside the 3 s shutdown grace.
+std::string slow_path(int client) { return "/delay/2000/bytes/10?client=" + std::to_string(client); }
+
+std::size_t count_entries(const std::string& directory) {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(directory)) ++n;
+  return n;
+}
+
+/// Threads of process `pid` right now.
+std::size_t thread_count(pid_t pid) {
+  return count_entries("/proc/" + std::to_string(pid) + "/task");
+}
+
+/// Open file descriptors of process `pid` right now.
+std::size_t fd_count(pid_t pid) { return count_entries("/proc/" + std::to_string(pid) + "/fd"); }
+
+/// Waits until `condition` holds, checking every 10 ms, for at most `deadline`. For state only
+/// the kernel can report (another process's descriptors); true once it holds.
+bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds deadline) {
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
+/// The value of `key=N` in a stats line, or -1.
+long stat_value(const std::string& line, const std::string& key) {
+  std::size_t at = line.find(" " + key + "=");
+  if (at == std::string::npos) return -1;
+  return std::stol(line.substr(at + key.size() + 2));
+}
+
+/// The stages in `wanted` that this tree builds (a lab starter may have fewer).
+std::vector<std::string> built_among(std::initializer_list<std::string> wanted) {
+  std::vector<std::string> found;
+  for (const std::string& stage : built_stages()) {
+    for (const std::string& name : wanted) {
+      if (stage == name) found.push_back(stage);
+    }
+  }
+  return found;
+}
+
+/// Stages with a fixed pool of workers and a --workers flag.
+class PoolConcurrencyModel : public StageTest {};
+/// Stages with one thread per connection.
+class PerThreadConcurrencyModel : public StageTest {};
+
+TEST_P(PoolConcurrencyModel, RunsExactlyItsWorkersWhileFiftySlowRequestsWait) {
+  constexpr std::size_t kWorkers = 4;
+  start_stage({"--workers", std::to_string(kWorkers), "--queue", "64"});
+  const pid_t pid = stage_->pid();
+  std::vector<proxy::Socket> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.push_back(send_request(proxy_port(), proxy_get(origin_url(slow_path(i)))));
+  }
+  ASSERT_TRUE(origin_->wait_for_requests("/delay/", kWorkers, kDeadline));
+  EXPECT_EQ(thread_count(pid), kWorkers + kOtherThreads)
+      << "a pool runs its workers, main and the shutdown watcher: no thread per client";
+  EXPECT_EQ(origin_->request_count("/delay/"), kWorkers)
+      << "four workers, four transactions at a time; the other clients wait in the queue";
+}
+
+TEST_P(PoolConcurrencyModel, AnswersClientsStillQueuedAtStopWith503) {
+  constexpr int kQueued = 4;
+  start_stage({"--workers", "1", "--queue", "8"});
+  const pid_t pid = stage_->pid();
+  const std::size_t idle_fds = fd_count(pid);
+  std::vector<proxy::Socket> clients;
+  clients.push_back(send_request(proxy_port(), proxy_get(origin_url(slow_path(0)))));
+  ASSERT_TRUE(origin_->wait_for_requests("/delay/", 1, kDeadline));  // the worker is busy
+  for (int i = 1; i <= kQueued; ++i) {
+    clients.push_back(send_request(proxy_port(), proxy_get(origin_url(slow_path(i)))));
+  }
+  // Wait until the stage holds every client (plus the worker's origin socket), so that the
+  // queued ones are in its queue rather than in the kernel's backlog.
+  ASSERT_TRUE(eventually([&] { return fd_count(pid) >= idle_fds + clients.size() + 1; },
+                         kDeadline));
+
+  // The busy client gets its response (2 s is inside the grace period); the queued ones never
+  // reach a worker, and are told so with a 503 and a clean close.
+  harness::ExitStatus status = stage_->stop(10s);
+  EXPECT_TRUE(status.clean()) << stage_log();
+  std::vector<int> statuses;
+  for (const proxy::Socket& client : clients) {
+    std::optional<HttpResponse> r = read_response(client, kDeadline);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_TRUE(r->complete);
+    EXPECT_EQ(r->field("X-Cache"), "MISS");
+    statuses.push_back(r->status);
+  }
+  EXPECT_THAT(statuses, ::testing::ElementsAre(200, 503, 503, 503, 503));
+  EXPECT_EQ(origin_->request_count("/delay/"), 1u);
+  EXPECT_EQ(stat_value(status.output, "errors"), kQueued) << status.output;
+}
+
+TEST_P(PerThreadConcurrencyModel, RunsAThreadPerConnectionWhileFiftySlowRequestsWait) {
+  start_stage();
+  const pid_t pid = stage_->pid();
+  EXPECT_EQ(thread_count(pid), kOtherThreads) << "idle: no connection, no connection thread";
+
+  std::vector<proxy::Socket> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.push_back(send_request(proxy_port(), proxy_get(origin_url(slow_path(i)))));
+  }
+  ASSERT_TRUE(origin_->wait_for_requests("/delay/", kClients, kDeadline))
+      << "all 50 must reach the origin at once: each has a thread of its own";
+  EXPECT_GE(thread_count(pid), kClients + kOtherThreads);
+
+  for (const proxy::Socket& client : clients) {
+    std::optional<HttpResponse> r = read_response(client, kDeadline);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->status, 200);
+  }
+  harness::ExitStatus status = stage_->stop(10s);
+  EXPECT_TRUE(status.clean()) << stage_log();
+  EXPECT_GE(stat_value(status.output, "peak_threads"), kClients) << status.output;
+}
+
+TEST_P(PerThreadConcurrencyModel, AnswersWith503WhenNoThreadCanStartAndKeepsAccepting) {
+#if defined(PROXY_TEST_SANITIZED)
+  GTEST_SKIP() << "sanitizer runtimes reserve vast address space, so an address-space limit "
+                  "would starve the runtime rather than the thread";
+#else
+  start_stage();
+  const pid_t pid = stage_->pid();
+  // An address-space limit just above what the idle stage maps leaves room for an accept and a
+  // reply, but not for a new thread's stack (megabytes): pthread_create fails with EAGAIN.
+  long vm_kib = -1;
+  {
+    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("VmSize:", 0) == 0) vm_kib = std::stol(line.substr(7));
+    }
+  }
+  ASSERT_GT(vm_kib, 0);
+  rlimit old_limit{};
+  rlimit tight{static_cast<rlim_t>(vm_kib + 1024) * 1024, RLIM_INFINITY};
+  ASSERT_EQ(::prlimit(pid, RLIMIT_AS, nullptr, &old_limit), 0);
+  tight.rlim_max = old_limit.rlim_max;
+  ASSERT_EQ(::prlimit(pid, RLIMIT_AS, &tight, nullptr), 0);
+
+  HttpResponse refused = fetch(proxy_port(), origin_url("/bytes/10"));
+  EXPECT_EQ(refused.status, 503);
+  EXPECT_EQ(refused.field("X-Cache"), "MISS");
+  EXPECT_EQ(refused.field("Retry-After"), "1");
+  EXPECT_TRUE(refused.complete);
+  EXPECT_EQ(origin_->request_count("/bytes/"), 0u);
+
+  ASSERT_EQ(::prlimit(pid, RLIMIT_AS, &old_limit, nullptr), 0);
+  HttpResponse served = fetch(proxy_port(), origin_url("/bytes/10"));
+  EXPECT_EQ(served.status, 200) << "the accept loop must survive a failed thread start";
+  EXPECT_THAT(stage_log(), HasSubstr("503 cannot start a thread"));
+  harness::ExitStatus status = stage_->stop(10s);
+  EXPECT_TRUE(status.clean()) << stage_log();
+  EXPECT_EQ(stat_value(status.output, "errors"), 1) << status.output;
+#endif
+}
+
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(PoolConcurrencyModel);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(PerThreadConcurrencyModel);
+INSTANTIATE_TEST_SUITE_P(Concurrency, PoolConcurrencyModel,
+                         ::testing::ValuesIn(built_among({"stage3-pool"})), stage_name);
+INSTANTIATE_TEST_SUITE_P(Concurrency, PerThreadConcurrencyModel,
+                         ::testing::ValuesIn(built_among({"stage2-per-thread"})), stage_name);
+
+}  // namespace
+}  // namespace testing_support

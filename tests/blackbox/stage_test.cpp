@@ -1,0 +1,367 @@
+// Black-box tests run against every stage binary: CS:APP Proxy Lab's three checks (byte-exact
+// fetches, concurrency, caching), header rewriting, error codes, large bodies and shutdown.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <array>
+#include <fstream>
+#include <chrono>
+#include <thread>
+
+#include "socket.h"
+#include "stage_fixture.h"
+
+namespace testing_support {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// A raw origin that answers every connection with the same canned bytes, for responses the
+// scripted origin is too well-behaved to send.
+class CannedOrigin {
+ public:
+  explicit CannedOrigin(std::string reply)
+      : listener_(proxy::listen_tcp("127.0.0.1", 0)), reply_(std::move(reply)) {
+    thread_ = std::jthread([this](std::stop_token) {
+      while (auto client = proxy::accept_client(listener_, stop_.fd())) {
+        std::array<char, 4096> buf;
+        client->read_some(buf, 2s);
+        client->write_all(reply_, 2s);
+      }
+    });
+  }
+  ~CannedOrigin() {
+    std::uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(stop_.fd(), &one, sizeof one);
+  }
+  std::uint16_t port() const { return proxy::local_port(listener_); }
+
+ private:
+  proxy::Socket listener_;
+  proxy::Socket stop_{::eventfd(0, EFD_CLOEXEC)};
+  std::string reply_;
+  std::jthread thread_;
+};
+
+TEST_P(StageTest, PrintsListeningLineOnLoopbackByDefault) {
+  start_stage();
+  EXPECT_EQ(stage_->host(), "127.0.0.1");
+  EXPECT_NE(stage_->port(), 0);
+}
+
+TEST_P(StageTest, RelaysBinaryBodyByteExact) {
+  start_stage();
+  HttpResponse r = fetch(proxy_port(), origin_url("/bytes/70000"));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_TRUE(r.complete);
+  EXPECT_EQ(r.field("X-Cache"), "MISS");
+  EXPECT_EQ(r.body, harness::deterministic_bytes(70000));
+}
+
+TEST_P(StageTest, RelaysTextBodyExactlyAsTheOriginSentIt) {
+  start_stage();
+  HttpResponse direct =
+      exchange(origin_->port(), proxy_get(origin_url("/anything/text?x=1"), {"Connection: close"}));
+  HttpResponse proxied = fetch(proxy_port(), origin_url("/anything/text?x=1"));
+  ASSERT_EQ(direct.status, 200);
+  EXPECT_EQ(proxied.status, 200);
+  EXPECT_EQ(proxied.field("Content-Type"), direct.field("Content-Type"));
+  // The echo names the proxy's own Host and Connection, so compare the parts that must match.
+  EXPECT_THAT(proxied.body, HasSubstr("\"target\":\"/anything/text?x=1\""));
+  EXPECT_THAT(proxied.body, HasSubstr("\"method\":\"GET\""));
+}
+
+TEST_P(StageTest, DecodesChunkedBodyAndReframesItForHttp11Clients) {
+  start_stage();
+  HttpResponse r = fetch(proxy_port(), origin_url("/stream-bytes/100000"));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.field("Transfer-Encoding"), "chunked");
+  EXPECT_TRUE(r.complete) << "the last chunk must arrive";
+  EXPECT_EQ(r.body, harness::deterministic_bytes(100000));
+}
+
+TEST_P(StageTest, DeliversChunkedBodyToHttp10ClientsClosedDelimited) {
+  start_stage();
+  HttpResponse r = exchange(proxy_port(), proxy_get(origin_url("/stream-bytes/5000"), {}, 0));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.field("Transfer-Encoding"), "");
+  EXPECT_EQ(r.body, harness::deterministic_bytes(5000));
+}
+
+TEST_P(StageTest, RelaysCloseDelimitedBody) {
+  start_stage();
+  HttpResponse r = fetch(proxy_port(), origin_url("/close/30000"));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, harness::deterministic_bytes(30000));
+}
+
+TEST_P(StageTest, ServesFromCacheAfterTheOriginIsStopped) {
+  start_stage();
+  const std::string url = origin_url("/bytes/2000");
+  HttpResponse first = fetch(proxy_port(), url);
+  ASSERT_EQ(first.status, 200);
+  EXPECT_EQ(first.field("X-Cache"), "MISS");
+  origin_->stop();
+  HttpResponse second = fetch(proxy_port(), url);
+  EXPECT_EQ(second.status, 200);
+  EXPECT_EQ(second.field("X-Cache"), "HIT");
+  EXPECT_EQ(second.body, first.body);
+  EXPECT_EQ(second.field("Content-Length"), "2000");
+}
+
+TEST_P(StageTest, CacheKeyIgnoresHostCaseAndDefaultPortSpelling) {
+  start_stage();
+  // Same resource, spelled two ways: only the first reaches the origin.
+  std::string port = std::to_string(origin_->port());
+  fetch(proxy_port(), "http://127.0.0.1:" + port + "/bytes/10");
+  HttpResponse again = fetch(proxy_port(), "HTTP://127.0.0.1:" + port + "/bytes/10#fragment");
+  EXPECT_EQ(again.field("X-Cache"), "HIT");
+  EXPECT_EQ(origin_->request_count("/bytes/10"), 1u);
+}
+
+TEST_P(StageTest, RewritesHeadersForTheOrigin) {
+  start_stage();
+  HttpResponse r = exchange(
+      proxy_port(),
+      proxy_get(origin_url("/headers"),
+                {"User-Agent: blackbox/1", "Proxy-Connection: keep-alive", "Keep-Alive: 300",
+                 "Connection: keep-alive, X-Hop", "X-Hop: secret", "Proxy-Authorization: Basic x",
+                 "X-End-To-End: kept", "Accept: */*"}));
+  ASSERT_EQ(r.status, 200);
+  const std::string& sent = r.body;
+  EXPECT_THAT(sent, HasSubstr("Host: 127.0.0.1:" + std::to_string(origin_->port()) + "\r\n"));
+  EXPECT_THAT(sent, HasSubstr("Connection: close\r\n"));
+  EXPECT_THAT(sent, HasSubstr("User-Agent: blackbox/1\r\nX-End-To-End: kept\r\nAccept: */*\r\n"))
+      << "end-to-end fields forwarded unchanged and in order";
+  for (const char* hop : {"Proxy-Connection", "Keep-Alive", "X-Hop", "Proxy-Authorization",
+                          "keep-alive"}) {
+    EXPECT_THAT(sent, Not(HasSubstr(hop))) << hop << " is hop-by-hop";
+  }
+}
+
+TEST_P(StageTest, SendsOriginFormTargetToTheOrigin) {
+  start_stage();
+  HttpResponse r = fetch(proxy_port(), origin_url("/anything/path?q=1&r=2"));
+  EXPECT_THAT(r.body, HasSubstr("\"target\":\"/anything/path?q=1&r=2\""));
+}
+
+TEST_P(StageTest, AnswersGarbageWith400AndKeepsServing) {
+  start_stage();
+  HttpResponse bad = exchange(proxy_port(), "garbage\r\n\r\n");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.field("X-Cache"), "MISS");
+  HttpResponse good = fetch(proxy_port(), origin_url("/bytes/100"));
+  EXPECT_EQ(good.status, 200);
+  EXPECT_EQ(good.body, harness::deterministic_bytes(100));
+}
+
+TEST_P(StageTest, AnswersOriginFormRequestWith400) {
+  start_stage();
+  HttpResponse r = exchange(proxy_port(), "GET /bytes/10 HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_THAT(r.body, HasSubstr("absolute-form"));
+}
+
+TEST_P(StageTest, AnswersMethodsOtherThanGetWith501) {
+  start_stage();
+  HttpResponse r = exchange(proxy_port(), proxy_get(origin_url("/anything"), {}, 1, "DELETE"));
+  EXPECT_EQ(r.status, 501);
+  EXPECT_EQ(r.field("X-Cache"), "MISS");
+  EXPECT_EQ(origin_->request_count("/anything"), 0u);
+}
+
+TEST_P(StageTest, AnswersUnreachableOriginWith502) {
+  start_stage();
+  std::uint16_t closed_port;
+  {
+    proxy::Socket probe = proxy::listen_tcp("127.0.0.1", 0);
+    closed_port = proxy::local_port(probe);
+  }  // closed: connecting is refused
+  HttpResponse r = fetch(proxy_port(), "http://127.0.0.1:" + std::to_string(closed_port) + "/");
+  EXPECT_EQ(r.status, 502);
+  EXPECT_EQ(r.field("X-Cache"), "MISS");
+}
+
+TEST_P(StageTest, AnswersMalformedOriginResponseWith502) {
+  start_stage();
+  CannedOrigin garbage("this is not HTTP\r\n\r\n");
+  HttpResponse r = fetch(proxy_port(), "http://127.0.0.1:" + std::to_string(garbage.port()) + "/");
+  EXPECT_EQ(r.status, 502);
+}
+
+TEST_P(StageTest, AnswersOriginTimeoutWith504) {
+  start_stage({"--origin-timeout-ms", "300"});
+  HttpResponse r = fetch(proxy_port(), origin_url("/stall"));
+  EXPECT_EQ(r.status, 504);
+  EXPECT_EQ(r.field("X-Cache"), "MISS");
+}
+
+TEST_P(StageTest, AnswersOverlongRequestLineWith414) {
+  start_stage();
+  HttpResponse r = fetch(proxy_port(), origin_url("/bytes/1?" + std::string(10000, 'a')));
+  EXPECT_EQ(r.status, 414);
+}
+
+TEST_P(StageTest, AnswersOversizedHeaderSectionWith431) {
+  start_stage();
+  std::vector<std::string> fields;
+  for (int i = 0; i < 40; ++i) fields.push_back("X-Filler-" + std::to_string(i) + ": " + std::string(1000, 'v'));
+  HttpResponse r = exchange(proxy_port(), proxy_get(origin_url("/bytes/1"), fields));
+  EXPECT_EQ(r.status, 431);
+  EXPECT_EQ(origin_->request_count(""), 0u);
+}
+
+// Peak resident memory of a process, in KiB (VmHWM in /proc/PID/status).
+long peak_rss_kib(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+TEST_P(StageTest, RelaysTwentyMegabytesByteExactWithoutCachingThem) {
+  start_stage();
+  fetch(proxy_port(), origin_url("/bytes/1000"));  // warm up: threads, buffers, cache entry
+  const long rss_before = peak_rss_kib(stage_->pid());
+  constexpr std::size_t kSize = 20 * 1024 * 1024;
+  const std::string url = origin_url("/bytes/" + std::to_string(kSize));
+  HttpResponse first = fetch(proxy_port(), url, 60s);
+  ASSERT_EQ(first.status, 200);
+  ASSERT_EQ(first.body.size(), kSize);
+  EXPECT_TRUE(first.body == harness::deterministic_bytes(kSize)) << "body differs";
+  // Streaming holds one 64 KiB buffer, not the body: the peak may not grow by anything near
+  // 20 MB (the bound leaves room for sanitizer shadow memory and allocator slack).
+  const long rss_after = peak_rss_kib(stage_->pid());
+  ASSERT_GT(rss_before, 0);
+  EXPECT_LT(rss_after - rss_before, 8 * 1024) << "peak RSS grew from " << rss_before
+                                              << " KiB to " << rss_after << " KiB";
+  HttpResponse second = fetch(proxy_port(), url, 60s);
+  EXPECT_EQ(second.field("X-Cache"), "MISS");
+  EXPECT_EQ(origin_->request_count("/bytes/" + std::to_string(kSize)), 2u);
+}
+
+TEST_P(StageTest, NeverCachesATruncatedResponse) {
+  start_stage();
+  const std::string url = origin_url("/truncate/4000");
+  HttpResponse first = fetch(proxy_port(), url);
+  EXPECT_EQ(first.status, 200);
+  EXPECT_FALSE(first.complete) << "the client must see that the body was cut short";
+  EXPECT_LT(first.body.size(), 4000u);
+  HttpResponse second = fetch(proxy_port(), url);
+  EXPECT_EQ(second.field("X-Cache"), "MISS");
+  EXPECT_EQ(origin_->request_count("/truncate/"), 2u);
+}
+
+TEST_P(StageTest, NeverCachesAResetResponse) {
+  start_stage();
+  const std::string url = origin_url("/reset/4000");
+  fetch(proxy_port(), url);
+  HttpResponse second = fetch(proxy_port(), url);
+  EXPECT_EQ(second.field("X-Cache"), "MISS");
+  EXPECT_EQ(origin_->request_count("/reset/"), 2u);
+}
+
+TEST_P(StageTest, NeverCachesANon200Response) {
+  start_stage();
+  fetch(proxy_port(), origin_url("/status/404"));
+  HttpResponse second = fetch(proxy_port(), origin_url("/status/404"));
+  EXPECT_EQ(second.status, 404);
+  EXPECT_EQ(second.field("X-Cache"), "MISS");
+}
+
+TEST_P(StageTest, DoesNotCacheObjectsOverTheMaximumSize) {
+  start_stage({"--max-object-bytes", "5000"});
+  fetch(proxy_port(), origin_url("/bytes/6000"));
+  EXPECT_EQ(fetch(proxy_port(), origin_url("/bytes/6000")).field("X-Cache"), "MISS");
+  fetch(proxy_port(), origin_url("/bytes/3000"));
+  EXPECT_EQ(fetch(proxy_port(), origin_url("/bytes/3000")).field("X-Cache"), "HIT");
+}
+
+TEST_P(StageTest, EvictsTheLeastRecentlyUsedObjectWhenFull) {
+  // Room for two 4000-byte objects (plus their URL and head), not three.
+  start_stage({"--cache-bytes", "9500", "--max-object-bytes", "5000"});
+  fetch(proxy_port(), origin_url("/bytes/4000?a"));
+  fetch(proxy_port(), origin_url("/bytes/4000?b"));
+  fetch(proxy_port(), origin_url("/bytes/4000?a"));  // a is now more recent than b
+  fetch(proxy_port(), origin_url("/bytes/4000?c"));  // evicts b
+  EXPECT_EQ(fetch(proxy_port(), origin_url("/bytes/4000?a")).field("X-Cache"), "HIT");
+  EXPECT_EQ(fetch(proxy_port(), origin_url("/bytes/4000?c")).field("X-Cache"), "HIT");
+  EXPECT_EQ(fetch(proxy_port(), origin_url("/bytes/4000?b")).field("X-Cache"), "MISS");
+}
+
+// CS:APP Proxy Lab's concurrency check: a request stalled at the origin must not block another.
+// Stage 1 is sequential, so there the second request waits: that is the lesson, not a bug.
+TEST_P(StageTest, StalledRequestAndAConcurrentOne) {
+  start_stage({"--origin-timeout-ms", "2000"});
+  proxy::Socket stalled = send_request(proxy_port(), proxy_get(origin_url("/stall")));
+  // Wait until the origin holds the stalled request, so the proxy is surely busy with it.
+  ASSERT_TRUE(origin_->wait_for_requests("/stall", 1, 10s));
+
+  proxy::Socket second = send_request(proxy_port(), proxy_get(origin_url("/bytes/10")));
+  if (sequential()) {
+    // The second request is served only after the stalled one has timed out with 504.
+    auto stalled_response = read_response(stalled, 20s);
+    ASSERT_TRUE(stalled_response.has_value());
+    EXPECT_EQ(stalled_response->status, 504);
+    EXPECT_EQ(origin_->request_count("/bytes/10"), 0u)
+        << "a sequential proxy cannot reach the second request while the first is in flight";
+    auto second_response = read_response(second, 20s);
+    ASSERT_TRUE(second_response.has_value());
+    EXPECT_EQ(second_response->status, 200);
+  } else {
+    auto second_response = read_response(second, 20s);
+    ASSERT_TRUE(second_response.has_value());
+    EXPECT_EQ(second_response->status, 200);
+    EXPECT_EQ(origin_->request_count("/stall"), 1u);
+    pollfd p{stalled.fd(), POLLIN, 0};
+    EXPECT_EQ(::poll(&p, 1, 0), 0) << "the stalled request must still be in flight";
+  }
+}
+
+TEST_P(StageTest, StopsOnSigtermWithAStatsLine) {
+  start_stage();
+  fetch(proxy_port(), origin_url("/bytes/10"));
+  fetch(proxy_port(), origin_url("/bytes/10"));
+  harness::ExitStatus status = stage_->stop(10s);
+  EXPECT_TRUE(status.clean()) << "exit " << status.exit_code << " signal " << status.signal;
+  EXPECT_FALSE(status.killed);
+  EXPECT_LT(status.elapsed, 5s);
+  EXPECT_THAT(status.output, HasSubstr("stats: requests=2 hits=1 misses=1 evictions=0"));
+}
+
+TEST_P(StageTest, StopsWithin5SecondsWithARequestInFlight) {
+  start_stage();
+  proxy::Socket stalled = send_request(proxy_port(), proxy_get(origin_url("/stall")));
+  ASSERT_TRUE(origin_->wait_for_requests("/stall", 1, 10s));
+  harness::ExitStatus status = stage_->stop(10s);
+  EXPECT_TRUE(status.clean());
+  EXPECT_LT(status.elapsed, 5s);
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, StageTest, ::testing::ValuesIn(built_stages()), stage_name);
+
+TEST(StageHelp, EveryStageDocumentsItsFlags) {
+  for (const std::string& stage : built_stages()) {
+    std::string command = binary_path(stage) + " --help";
+    FILE* pipe = ::popen(command.c_str(), "r");
+    ASSERT_NE(pipe, nullptr);
+    std::string text;
+    char buf[4096];
+    while (std::size_t n = std::fread(buf, 1, sizeof buf, pipe)) text.append(buf, n);
+    EXPECT_EQ(::pclose(pipe), 0) << stage;
+    for (const char* flag : {"--port", "--bind", "--cache-bytes", "--max-object-bytes",
+                             "--cache-policy"}) {
+      EXPECT_THAT(text, HasSubstr(flag)) << stage;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace testing_support

@@ -1,0 +1,458 @@
+// parse_request, parse_response_head and the field helpers (common/http_message.h). Every input
+// sits in an exactly-sized heap buffer, so a read past its end fails under AddressSanitizer.
+#include "http_message.h"
+
+#include <gtest/gtest.h>
+
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "exact_buffer.h"
+
+namespace proxy {
+namespace {
+
+using namespace std::string_view_literals;
+using test::ExactBuffer;
+using test::printable;
+
+std::string verdict(ParseStatus status, int error_status) {
+  switch (status) {
+    case ParseStatus::complete:
+      return "complete";
+    case ParseStatus::incomplete:
+      return "incomplete";
+    case ParseStatus::invalid:
+      return "invalid " + std::to_string(error_status);
+  }
+  return "?";
+}
+
+RequestParseResult parse_exact(std::string_view input, Request& out,
+                               const RequestLimits& limits = {}) {
+  ExactBuffer buffer(input);
+  return parse_request(buffer.view(), out, limits);
+}
+
+std::string request_verdict(std::string_view input, const RequestLimits& limits = {}) {
+  Request request;
+  RequestParseResult result = parse_exact(input, request, limits);
+  return verdict(result.status, result.error_status);
+}
+
+// Every proper prefix of a valid head must ask for more bytes, never fail: reads split anywhere.
+void expect_incomplete_at_every_prefix(std::string_view head, const RequestLimits& limits = {}) {
+  for (std::size_t n = 0; n < head.size(); ++n) {
+    EXPECT_EQ(request_verdict(head.substr(0, n), limits), "incomplete")
+        << "prefix of " << n << " bytes: " << printable(head.substr(0, n));
+  }
+}
+
+// ---- parse_request: one line per case ---------------------------------------------------------
+
+struct RequestCase {
+  const char* name;
+  std::string_view input;
+  ParseStatus status;
+  int error_status;
+};
+
+// GoogleTest looks this name up to print a value.
+// NOLINTNEXTLINE(readability-identifier-naming)
+void PrintTo(const RequestCase& c, std::ostream* os) {
+  *os << c.name << ": " << printable(c.input);
+}
+
+constexpr auto kComplete = ParseStatus::complete;
+constexpr auto kIncomplete = ParseStatus::incomplete;
+constexpr auto kInvalid = ParseStatus::invalid;
+
+// clang-format off
+constexpr RequestCase kRequestCases[] = {
+    // Request-target forms (RFC 9112 §3.2) and versions.
+    {"AbsoluteForm", "GET http://example.com/index.html HTTP/1.1\r\nHost: example.com\r\n\r\n", kComplete, 0},
+    {"OriginForm", "GET /index.html HTTP/1.1\r\nHost: example.com\r\n\r\n", kComplete, 0},
+    {"AuthorityForm", "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n", kComplete, 0},
+    {"AsteriskForm", "OPTIONS * HTTP/1.1\r\nHost: example.com\r\n\r\n", kComplete, 0},
+    {"Http10WithoutFields", "GET http://example.com/ HTTP/1.0\r\n\r\n", kComplete, 0},
+    {"ExtensionMethod", "PURGE http://example.com/ HTTP/1.1\r\n\r\n", kComplete, 0},
+    {"EmptyFieldValue", "GET / HTTP/1.1\r\nX-Empty:\r\n\r\n", kComplete, 0},
+    {"TabInsideFieldValue", "GET / HTTP/1.1\r\nX-Tab: a\tb\r\n\r\n", kComplete, 0},
+    {"ObsTextInFieldValue", "GET / HTTP/1.1\r\nX-Latin1: caf\351\r\n\r\n", kComplete, 0},
+    {"Http20Is505", "GET http://example.com/ HTTP/2.0\r\n\r\n", kInvalid, 505},
+    {"Http12Is505", "GET http://example.com/ HTTP/1.2\r\n\r\n", kInvalid, 505},
+    {"Http09Is505", "GET http://example.com/ HTTP/0.9\r\n\r\n", kInvalid, 505},
+    // Garbage and malformed request lines.
+    {"GarbageLineIs400", "hello world\r\n\r\n", kInvalid, 400},
+    {"BinaryGarbageIs400", "\026\003\001\000\245 x y\r\n\r\n"sv, kInvalid, 400},
+    {"LowerCaseVersionIs400", "GET / http/1.1\r\n\r\n", kInvalid, 400},
+    {"VersionWithoutMinorIs400", "GET / HTTP/1\r\n\r\n", kInvalid, 400},
+    {"MissingVersionIs400", "GET /\r\n\r\n", kInvalid, 400},
+    {"DoubleSpaceIs400", "GET  / HTTP/1.1\r\n\r\n", kInvalid, 400},
+    {"TrailingSpaceIs400", "GET / HTTP/1.1 \r\n\r\n", kInvalid, 400},
+    {"SpaceInsideTargetIs400", "GET /a b HTTP/1.1\r\n\r\n", kInvalid, 400},
+    {"ControlCharInTargetIs400", "GET /a\001b HTTP/1.1\r\n\r\n", kInvalid, 400},
+    {"NonTokenMethodIs400", "G(T / HTTP/1.1\r\n\r\n", kInvalid, 400},
+    // Line endings other than CRLF: what request smuggling hides behind.
+    {"BareLfEndsRequestLineIs400", "GET / HTTP/1.1\nHost: h\n\n", kInvalid, 400},
+    {"BareCrInRequestLineIs400", "GET /\r HTTP/1.1\r\n\r\n", kInvalid, 400},
+    {"BareLfEndsFieldLineIs400", "GET / HTTP/1.1\r\nHost: h\n\r\n", kInvalid, 400},
+    {"BareLfEndsHeadIs400", "GET / HTTP/1.1\r\nHost: h\r\n\n", kInvalid, 400},
+    {"BareCrInFieldValueIs400", "GET / HTTP/1.1\r\nX: a\rb\r\n\r\n", kInvalid, 400},
+    {"ObsoleteFoldingWithSpaceIs400", "GET / HTTP/1.1\r\nX: a\r\n b\r\n\r\n", kInvalid, 400},
+    {"ObsoleteFoldingWithTabIs400", "GET / HTTP/1.1\r\nX: a\r\n\tb\r\n\r\n", kInvalid, 400},
+    {"WhitespaceBeforeFirstFieldIs400", "GET / HTTP/1.1\r\n Host: h\r\n\r\n", kInvalid, 400},
+    // Field lines.
+    {"NulInFieldValueIs400", "GET / HTTP/1.1\r\nX: a\000b\r\n\r\n"sv, kInvalid, 400},
+    {"EscapeInFieldValueIs400", "GET / HTTP/1.1\r\nX: a\033b\r\n\r\n", kInvalid, 400},
+    {"DelInFieldValueIs400", "GET / HTTP/1.1\r\nX: a\177b\r\n\r\n", kInvalid, 400},
+    {"SpaceBeforeColonIs400", "GET / HTTP/1.1\r\nHost : h\r\n\r\n", kInvalid, 400},
+    {"TabBeforeColonIs400", "GET / HTTP/1.1\r\nHost\t: h\r\n\r\n", kInvalid, 400},
+    {"SpaceInsideFieldNameIs400", "GET / HTTP/1.1\r\nX Y: z\r\n\r\n", kInvalid, 400},
+    {"FieldLineWithoutColonIs400", "GET / HTTP/1.1\r\nHost h\r\n\r\n", kInvalid, 400},
+    {"EmptyFieldNameIs400", "GET / HTTP/1.1\r\n: h\r\n\r\n", kInvalid, 400},
+    // Not there yet.
+    {"EmptyBufferIsIncomplete", "", kIncomplete, 0},
+    {"RequestLineWithoutCrlfIsIncomplete", "GET http://example.com/ HTTP/1.1", kIncomplete, 0},
+    {"HeadWithoutBlankLineIsIncomplete", "GET / HTTP/1.1\r\nHost: h\r\n", kIncomplete, 0},
+    {"HeadEndingInCrIsIncomplete", "GET / HTTP/1.1\r\nHost: h\r\n\r", kIncomplete, 0},
+};
+// clang-format on
+
+class ParseRequestTable : public ::testing::TestWithParam<RequestCase> {};
+
+TEST_P(ParseRequestTable, GivesTheExpectedVerdict) {
+  const RequestCase& c = GetParam();
+  EXPECT_EQ(request_verdict(c.input), verdict(c.status, c.error_status));
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, ParseRequestTable, ::testing::ValuesIn(kRequestCases),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// ---- parse_request: what a complete head yields ----------------------------------------------
+
+TEST(ParseRequest, FillsMethodTargetVersionAndFieldsInOrder) {
+  constexpr std::string_view kHead =
+      "POST http://Example.com/form?q=1 HTTP/1.1\r\n"
+      "Host: example.com\r\n"
+      "X-Mixed-CASE:   padded value \t\r\n"
+      "Cookie: a=1\r\n"
+      "Cookie: b=2\r\n"
+      "\r\n";
+  Request request;
+  RequestParseResult result = parse_exact(kHead, request);
+  ASSERT_EQ(verdict(result.status, result.error_status), "complete");
+  EXPECT_EQ(result.consumed, kHead.size());
+  EXPECT_EQ(request.method, "POST");
+  EXPECT_EQ(request.target, "http://Example.com/form?q=1");
+  EXPECT_EQ(request.version_minor, 1);
+  ASSERT_EQ(request.fields.size(), 4u);
+  EXPECT_EQ(request.fields[0].name, "Host");
+  EXPECT_EQ(request.fields[0].value, "example.com");
+  EXPECT_EQ(request.fields[1].name, "X-Mixed-CASE");
+  EXPECT_EQ(request.fields[1].value, "padded value");
+  EXPECT_EQ(request.fields[2].value, "a=1");
+  EXPECT_EQ(request.fields[3].value, "b=2");
+}
+
+TEST(ParseRequest, Http10SetsVersionMinorZero) {
+  Request request;
+  RequestParseResult result = parse_exact("GET http://example.com/ HTTP/1.0\r\n\r\n", request);
+  ASSERT_EQ(result.status, ParseStatus::complete);
+  EXPECT_EQ(request.version_minor, 0);
+  EXPECT_TRUE(request.fields.empty());
+}
+
+TEST(ParseRequest, ConsumesOnlyTheHeadAndLeavesBodyBytesAlone) {
+  constexpr std::string_view kHead = "POST /upload HTTP/1.1\r\nContent-Length: 7\r\n\r\n";
+  // The body holds a bare LF and a blank line: none of it is the parser's business.
+  const std::string input = std::string(kHead) + "a\nb\r\n\r\n";
+  Request request;
+  RequestParseResult result = parse_exact(input, request);
+  ASSERT_EQ(result.status, ParseStatus::complete);
+  EXPECT_EQ(result.consumed, kHead.size());
+  ASSERT_EQ(request.fields.size(), 1u);
+  EXPECT_EQ(request.fields[0].value, "7");
+}
+
+TEST(ParseRequest, ErrorsCarryAReasonForTheLog) {
+  Request request;
+  RequestParseResult result = parse_exact("GET / HTTP/1.1\r\nX: a\r\n b\r\n\r\n", request);
+  ASSERT_EQ(result.status, ParseStatus::invalid);
+  EXPECT_FALSE(result.error_reason.empty());
+}
+
+TEST(ParseRequest, ValidRequestsAreIncompleteAtEveryPrefix) {
+  for (std::string_view head : {
+           "GET http://example.com/index.html HTTP/1.1\r\nHost: example.com\r\n"
+           "User-Agent: test\r\nAccept: */*\r\n\r\n"sv,
+           "GET / HTTP/1.0\r\n\r\n"sv,
+           "CONNECT example.com:443 HTTP/1.1\r\nX-Empty:\r\n\r\n"sv,
+       }) {
+    SCOPED_TRACE(printable(head));
+    expect_incomplete_at_every_prefix(head);
+    EXPECT_EQ(request_verdict(head), "complete");
+  }
+}
+
+// ---- parse_request: size limits (RFC 9112 §3, RFC 6585 §5) -----------------------------------
+
+constexpr RequestLimits kSmall{/*max_request_line=*/32, /*max_header_bytes=*/128,
+                               /*max_header_fields=*/3};
+
+// "GET /aaa…a HTTP/1.1" of exactly `bytes` bytes, CRLF excluded.
+std::string request_line_of(std::size_t bytes) {
+  constexpr std::size_t kFixed = std::string_view("GET / HTTP/1.1").size();
+  return "GET /" + std::string(bytes - kFixed, 'a') + " HTTP/1.1";
+}
+
+// A request head of exactly `bytes` bytes, blank line included, padded in one field value.
+std::string head_of(std::size_t bytes) {
+  constexpr std::string_view kLine = "GET / HTTP/1.1\r\n";
+  constexpr std::size_t kFixed = kLine.size() + std::string_view("X: \r\n\r\n").size();
+  return std::string(kLine) + "X: " + std::string(bytes - kFixed, 'v') + "\r\n\r\n";
+}
+
+// A request head with `count` fields.
+std::string head_with_fields(std::size_t count) {
+  std::string head = "GET / HTTP/1.1\r\n";
+  for (std::size_t i = 0; i < count; ++i) head += "X-" + std::to_string(i) + ": v\r\n";
+  return head + "\r\n";
+}
+
+TEST(ParseRequestLimits, RequestLineOfExactlyTheLimitParses) {
+  EXPECT_EQ(request_verdict(request_line_of(32) + "\r\n\r\n", kSmall), "complete");
+}
+
+TEST(ParseRequestLimits, RequestLineOfExactlyTheLimitIsIncompleteAtEveryPrefix) {
+  // Includes the prefix that ends in the line's CR: the CR is not part of the line.
+  expect_incomplete_at_every_prefix(request_line_of(32) + "\r\n\r\n", kSmall);
+}
+
+TEST(ParseRequestLimits, CompleteRequestLineOneByteOverIs414) {
+  EXPECT_EQ(request_verdict(request_line_of(33) + "\r\n\r\n", kSmall), "invalid 414");
+}
+
+TEST(ParseRequestLimits, UnfinishedRequestLineOverTheLimitIs414WithoutWaitingForCrlf) {
+  EXPECT_EQ(request_verdict(request_line_of(33), kSmall), "invalid 414");
+  EXPECT_EQ(request_verdict(request_line_of(33) + "\r", kSmall), "invalid 414");
+}
+
+TEST(ParseRequestLimits, DefaultLimitAllows8KiBRequestLineAndRefusesOneMore) {
+  EXPECT_EQ(request_verdict(request_line_of(std::size_t{8} * 1024) + "\r\n\r\n"), "complete");
+  EXPECT_EQ(request_verdict(request_line_of(std::size_t{8} * 1024 + 1) + "\r\n\r\n"),
+            "invalid 414");
+  EXPECT_EQ(request_verdict(request_line_of(std::size_t{100} * 1024)), "invalid 414");
+}
+
+TEST(ParseRequestLimits, HeadOfExactlyTheLimitParsesAndIsIncompleteBefore) {
+  const std::string head = head_of(128);
+  ASSERT_EQ(head.size(), 128u);
+  EXPECT_EQ(request_verdict(head, kSmall), "complete");
+  expect_incomplete_at_every_prefix(head, kSmall);
+}
+
+TEST(ParseRequestLimits, CompleteHeadOneByteOverIs431) {
+  EXPECT_EQ(request_verdict(head_of(129), kSmall), "invalid 431");
+}
+
+TEST(ParseRequestLimits, UnfinishedHeadOverTheLimitIs431WithoutWaitingForTheBlankLine) {
+  const std::string head = head_of(400);
+  EXPECT_EQ(request_verdict(std::string_view(head).substr(0, 129), kSmall), "invalid 431");
+  EXPECT_EQ(request_verdict(std::string_view(head).substr(0, 300), kSmall), "invalid 431");
+}
+
+TEST(ParseRequestLimits, DefaultLimitRefusesHeadOver32KiB) {
+  EXPECT_EQ(request_verdict(head_of(std::size_t{32} * 1024)), "complete");
+  EXPECT_EQ(request_verdict(head_of(std::size_t{32} * 1024 + 1)), "invalid 431");
+}
+
+TEST(ParseRequestLimits, FieldCountAtTheLimitParsesAndOneMoreIs431) {
+  EXPECT_EQ(request_verdict(head_with_fields(3), kSmall), "complete");
+  EXPECT_EQ(request_verdict(head_with_fields(4), kSmall), "invalid 431");
+}
+
+TEST(ParseRequestLimits, TooManyFieldsIs431BeforeTheHeadEnds) {
+  std::string head = head_with_fields(4);
+  head.resize(head.size() - 2);  // drop the blank line
+  EXPECT_EQ(request_verdict(head, kSmall), "invalid 431");
+}
+
+TEST(ParseRequestLimits, DefaultLimitAllows100Fields) {
+  EXPECT_EQ(request_verdict(head_with_fields(100)), "complete");
+  EXPECT_EQ(request_verdict(head_with_fields(101)), "invalid 431");
+}
+
+// ---- parse_response_head -----------------------------------------------------------------------
+
+std::string response_verdict(std::string_view input,
+                             std::size_t max_head_bytes = std::size_t{64} * 1024) {
+  ExactBuffer buffer(input);
+  ResponseHead head;
+  ResponseParseResult result = parse_response_head(buffer.view(), head, max_head_bytes);
+  if (result.status == ParseStatus::invalid && result.error_reason.empty())
+    return "invalid, no reason";
+  return verdict(result.status, 0);
+}
+
+struct ResponseCase {
+  const char* name;
+  std::string_view input;
+  const char* expected;  // "complete", "incomplete" or "invalid 0"
+};
+
+// GoogleTest looks this name up to print a value.
+// NOLINTNEXTLINE(readability-identifier-naming)
+void PrintTo(const ResponseCase& c, std::ostream* os) {
+  *os << c.name << ": " << printable(c.input);
+}
+
+// clang-format off
+constexpr ResponseCase kResponseCases[] = {
+    {"OkWithReason", "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", "complete"},
+    {"Http10NotFound", "HTTP/1.0 404 Not Found\r\n\r\n", "complete"},
+    {"EmptyReasonAfterSpace", "HTTP/1.1 204 \r\n\r\n", "complete"},
+    {"NoReasonNoSpace", "HTTP/1.1 204\r\n\r\n", "complete"},
+    {"Http20IsInvalid", "HTTP/2.0 200 OK\r\n\r\n", "invalid 0"},
+    {"LowerCaseVersionIsInvalid", "http/1.1 200 OK\r\n\r\n", "invalid 0"},
+    {"FourDigitStatusIsInvalid", "HTTP/1.1 2000 OK\r\n\r\n", "invalid 0"},
+    {"TwoDigitStatusIsInvalid", "HTTP/1.1 20 OK\r\n\r\n", "invalid 0"},
+    {"LetterInStatusIsInvalid", "HTTP/1.1 2x0 OK\r\n\r\n", "invalid 0"},
+    {"DoubleSpaceIsInvalid", "HTTP/1.1  200 OK\r\n\r\n", "invalid 0"},
+    {"ControlCharInReasonIsInvalid", "HTTP/1.1 200 O\001K\r\n\r\n", "invalid 0"},
+    {"BareLfIsInvalid", "HTTP/1.1 200 OK\nContent-Length: 0\n\n", "invalid 0"},
+    {"ObsoleteFoldingIsInvalid", "HTTP/1.1 200 OK\r\nX: a\r\n b\r\n\r\n", "invalid 0"},
+    {"SpaceBeforeColonIsInvalid", "HTTP/1.1 200 OK\r\nContent-Length : 5\r\n\r\n", "invalid 0"},
+    {"NulInFieldValueIsInvalid", "HTTP/1.1 200 OK\r\nX: a\000b\r\n\r\n"sv, "invalid 0"},
+    {"StatusLineWithoutCrlfIsIncomplete", "HTTP/1.1 200 OK", "incomplete"},
+    {"HeadWithoutBlankLineIsIncomplete", "HTTP/1.1 200 OK\r\nServer: x\r\n", "incomplete"},
+};
+// clang-format on
+
+class ParseResponseTable : public ::testing::TestWithParam<ResponseCase> {};
+
+TEST_P(ParseResponseTable, GivesTheExpectedVerdict) {
+  EXPECT_EQ(response_verdict(GetParam().input), GetParam().expected);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, ParseResponseTable, ::testing::ValuesIn(kResponseCases),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(ParseResponseHead, FillsVersionStatusReasonAndFields) {
+  constexpr std::string_view kHead =
+      "HTTP/1.0 404 Not Found\r\nContent-Type: text/html\r\nContent-Length:  3 \r\n\r\n";
+  ExactBuffer buffer(std::string(kHead) + "abc");
+  ResponseHead head;
+  ResponseParseResult result = parse_response_head(buffer.view(), head);
+  ASSERT_EQ(result.status, ParseStatus::complete);
+  EXPECT_EQ(result.consumed, kHead.size());
+  EXPECT_EQ(head.version_minor, 0);
+  EXPECT_EQ(head.status, 404);
+  EXPECT_EQ(head.reason, "Not Found");
+  ASSERT_EQ(head.fields.size(), 2u);
+  EXPECT_EQ(head.fields[0].name, "Content-Type");
+  EXPECT_EQ(head.fields[1].value, "3");
+}
+
+TEST(ParseResponseHead, EmptyReasonGivesEmptyString) {
+  ExactBuffer buffer("HTTP/1.1 304\r\n\r\n");
+  ResponseHead head;
+  head.reason = "stale";
+  ASSERT_EQ(parse_response_head(buffer.view(), head).status, ParseStatus::complete);
+  EXPECT_EQ(head.status, 304);
+  EXPECT_EQ(head.reason, "");
+}
+
+TEST(ParseResponseHead, ValidHeadIsIncompleteAtEveryPrefix) {
+  constexpr std::string_view kHead =
+      "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nCache-Control: max-age=60\r\n\r\n";
+  for (std::size_t n = 0; n < kHead.size(); ++n) {
+    EXPECT_EQ(response_verdict(kHead.substr(0, n)), "incomplete") << "prefix of " << n << " bytes";
+  }
+  EXPECT_EQ(response_verdict(kHead), "complete");
+}
+
+TEST(ParseResponseHead, HeadOverMaxHeadBytesIsInvalidCompleteOrNot) {
+  constexpr std::string_view kHead = "HTTP/1.1 200 OK\r\nServer: origin\r\n\r\n";
+  EXPECT_EQ(response_verdict(kHead, kHead.size()), "complete");
+  EXPECT_EQ(response_verdict(kHead, kHead.size() - 1), "invalid 0");
+  EXPECT_EQ(response_verdict(kHead.substr(0, 30), 20), "invalid 0");
+  EXPECT_EQ(response_verdict("HTTP/1.1 200 OK, and on and on without an end", 20), "invalid 0");
+}
+
+// ---- find_field, field_has_token, split_list --------------------------------------------------
+
+// Field lines as a parsed head holds them; Connection and Accept each appear twice.
+const HeaderFields& sample_fields() {
+  static const HeaderFields fields = {
+      {"Host", "example.com"},  //
+      {"Connection", "keep-alive, X-Trace"},
+      {"connection", "Upgrade"},
+      {"Accept", "text/html"},
+      {"X-Empty", ""},
+      {"accept", "image/png"},
+  };
+  return fields;
+}
+
+TEST(FindField, MatchesNameCaseInsensitively) {
+  EXPECT_EQ(find_field(sample_fields(), "HOST"), "example.com");
+  EXPECT_EQ(find_field(sample_fields(), "host"), "example.com");
+}
+
+TEST(FindField, ReturnsTheFirstOfRepeatedFields) {
+  EXPECT_EQ(find_field(sample_fields(), "Accept"), "text/html");
+}
+
+TEST(FindField, MissingFieldIsNulloptButEmptyValueIsFound) {
+  EXPECT_EQ(find_field(sample_fields(), "Cookie"), std::nullopt);
+  EXPECT_EQ(find_field(sample_fields(), "Hos"), std::nullopt);
+  EXPECT_EQ(find_field(sample_fields(), "X-Empty"), "");
+  EXPECT_EQ(find_field({}, "Host"), std::nullopt);
+}
+
+TEST(FieldHasToken, FindsTokenInAnyListElementCaseInsensitively) {
+  EXPECT_TRUE(field_has_token(sample_fields(), "Connection", "keep-alive"));
+  EXPECT_TRUE(field_has_token(sample_fields(), "CONNECTION", "x-trace"));
+}
+
+TEST(FieldHasToken, LooksInEveryOccurrenceOfTheField) {
+  EXPECT_TRUE(field_has_token(sample_fields(), "Connection", "upgrade"));
+}
+
+TEST(FieldHasToken, NeedsAWholeElementOfTheNamedField) {
+  EXPECT_FALSE(field_has_token(sample_fields(), "Connection", "keep"));
+  EXPECT_FALSE(field_has_token(sample_fields(), "Connection", "close"));
+  EXPECT_FALSE(field_has_token(sample_fields(), "Connection", "keep-alive, X-Trace"));
+  EXPECT_FALSE(field_has_token(sample_fields(), "Accept", "keep-alive"));
+  EXPECT_FALSE(field_has_token(sample_fields(), "Keep-Alive", "keep-alive"));
+}
+
+struct SplitCase {
+  std::string_view value;
+  std::vector<std::string_view> items;
+};
+
+TEST(SplitList, TrimsAndDropsEmptyElements) {
+  const SplitCase cases[] = {
+      {"", {}},
+      {"  ", {}},
+      {",", {}},
+      {"chunked", {"chunked"}},
+      {"gzip, chunked", {"gzip", "chunked"}},
+      {" gzip ,chunked ", {"gzip", "chunked"}},
+      {"a,,b", {"a", "b"}},
+      {", a ,", {"a"}},
+      {"a\t,\tb", {"a", "b"}},
+      {"max-age=60, no cache", {"max-age=60", "no cache"}},
+  };
+  for (const SplitCase& c : cases) {
+    ExactBuffer buffer(c.value);
+    EXPECT_EQ(split_list(buffer.view()), c.items) << "value: \"" << printable(c.value) << '"';
+  }
+}
+
+}  // namespace
+}  // namespace proxy
