@@ -3,6 +3,17 @@
 #include <mutex>
 
 namespace proxy {
+namespace {
+
+// The calling thread's counter stripe: threads take stripes in turn as they first count, so up
+// to `stripes` threads never share one.
+std::size_t counter_stripe(std::size_t stripes) {
+  static std::atomic<std::size_t> next{0};
+  thread_local const std::size_t stripe = next.fetch_add(1, std::memory_order_relaxed);
+  return stripe % stripes;
+}
+
+}  // namespace
 
 std::shared_ptr<const CachedResponse> ConcurrentSieveCache::find(std::string_view key) {
   std::shared_ptr<const CachedResponse> response;
@@ -10,7 +21,8 @@ std::shared_ptr<const CachedResponse> ConcurrentSieveCache::find(std::string_vie
     std::shared_lock lock(mutex_);
     response = sieve_.mark_visited(key);
   }
-  (response ? hits_ : misses_).fetch_add(1, std::memory_order_relaxed);
+  Counters& mine = counters_[counter_stripe(kCounterStripes)];
+  (response ? mine.hits : mine.misses).fetch_add(1, std::memory_order_relaxed);
   return response;
 }
 
@@ -31,8 +43,10 @@ CacheStats ConcurrentSieveCache::stats() const {
     std::shared_lock lock(mutex_);
     stats = sieve_.stats();
   }
-  stats.hits = hits_.load(std::memory_order_relaxed);
-  stats.misses = misses_.load(std::memory_order_relaxed);
+  for (const Counters& stripe : counters_) {
+    stats.hits += stripe.hits.load(std::memory_order_relaxed);
+    stats.misses += stripe.misses.load(std::memory_order_relaxed);
+  }
   return stats;
 }
 

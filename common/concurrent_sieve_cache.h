@@ -2,6 +2,7 @@
 // but an atomic flag, hits can run in parallel — which an LRU's hits cannot (locked_cache.h).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <shared_mutex>
@@ -43,10 +44,16 @@ class alignas(kCacheLineBytes) ConcurrentSieveCache final : public Cache {
   mutable std::shared_mutex mutex_;
   SieveCache sieve_;
 
-  // Counted outside the lock: mark_visited() counts nothing, so hits under a shared lock do
-  // not race on SieveCache's plain counters.
-  std::atomic<std::uint64_t> hits_{0};
-  std::atomic<std::uint64_t> misses_{0};
+  // Hits and misses are counted outside the lock (mark_visited() counts nothing, so hits under
+  // a shared lock do not race on SieveCache's plain counters), each thread in its own stripe on
+  // its own cache line: one pair of counters written by every hit on every core would bounce
+  // between the cores and cost more than the lookup. stats() adds the stripes up.
+  struct alignas(kCacheLineBytes) Counters {
+    std::atomic<std::uint64_t> hits{0};
+    std::atomic<std::uint64_t> misses{0};
+  };
+  static constexpr std::size_t kCounterStripes = 8;
+  std::array<Counters, kCounterStripes> counters_;
 };
 
 }  // namespace proxy

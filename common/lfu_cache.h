@@ -1,5 +1,6 @@
-// Least frequently used, in O(1) per operation: the policy the background study tried in place
-// of LRU and watched collapse when popularity moved (tools/cache_sim.cpp reproduces it).
+// Least frequently used, in O(1) per operation: the policy the background study swapped in for
+// LRU and saw collapse the hit rate. cache-sim's `shift` workload (tools/cache_sim.cpp) shows
+// how: counts that never decay keep yesterday's popular objects in the cache.
 #pragma once
 
 #include <cstdint>

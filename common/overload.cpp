@@ -28,7 +28,7 @@ static_assert(kResponse.ends_with(kBody));
 constexpr Millis kWriteTimeout{1'000};
 // Enough to swallow any request head the proxy would accept (8 KiB request line, 32 KiB of
 // fields) without letting a client that keeps sending hold us.
-constexpr std::size_t kMaxDrainBytes = 64 * 1024;
+constexpr std::size_t kMaxDrainBytes = std::size_t{64} * 1024;
 
 }  // namespace
 
@@ -46,7 +46,7 @@ void reply_overloaded(Socket client, ProxyStats& stats, std::string_view reason,
   client.shutdown_write();
   // Closing with unread input makes the kernel answer with a reset, which may destroy the 503
   // before the client reads it: take what has already arrived, without waiting for more.
-  std::array<char, 4096> sink;
+  std::array<char, 4096> sink{};
   for (std::size_t drained = 0; drained < kMaxDrainBytes;) {
     IoResult got = client.read_some(sink, Millis{0});
     if (got.status != IoStatus::ok) break;

@@ -18,8 +18,9 @@ namespace proxy {
 /// entries join the head of the queue unvisited. To make room, the hand starts where it last
 /// stopped (the tail, at first), clears the bit of each visited entry it passes, moving toward
 /// the head and wrapping to the tail, and evicts the first unvisited entry it meets (NSDI '24,
-/// Algorithm 1). An entry that is never hit again leaves soon after it arrives; a popular one
-/// survives every sweep without being moved. Replacing a key stores the new entry at the head,
+/// Algorithm 1). An entry not hit again before the hand reaches it is evicted there, at the
+/// first pass (quick demotion of one-hit wonders); a popular one survives every sweep without
+/// being moved. Replacing a key stores the new entry at the head,
 /// unvisited. Sizes in bytes as charged by entry_bytes().
 /// Thread-safety: find(), insert(), erase() and stats() are not thread-safe; share them only
 /// behind a lock. mark_visited() is the exception ConcurrentSieveCache builds on.

@@ -60,8 +60,7 @@ class LiveThreads {
 };
 
 // The body of every connection thread. It adopts `client`, which the accept loop allocated.
-void serve_connection_thread(proxy::Server& server, proxy::Socket* client,
-                             std::shared_ptr<LiveThreads> live) {
+void serve_connection_thread(proxy::Server& server, proxy::Socket* client, LiveThreads& live) {
   std::unique_ptr<proxy::Socket> owned(client);
   try {
     server.serve(std::move(*owned));
@@ -69,7 +68,7 @@ void serve_connection_thread(proxy::Server& server, proxy::Socket* client,
     // An exception escaping a thread's function is std::terminate for the whole process.
     proxy::log_line(std::string("connection thread: transaction failed: ") + e.what());
   }
-  live->end();  // last: once the count reaches 0, run() may return and the Server go away
+  live.end();  // last: once the count reaches 0, run() may return and the Server go away
 }
 
 // Accepts until a stop is requested, starting one thread per client; then waits, bounded, for
@@ -83,7 +82,11 @@ void run_thread_per_connection(proxy::Server& server, const std::shared_ptr<Live
     live->begin();
     std::thread thread;
     try {
-      thread = std::thread(serve_connection_thread, std::ref(server), client.get(), live);
+      // The thread holds its own share of `live`: the count must outlive run() while the
+      // thread still needs it.
+      thread = std::thread([&server, socket = client.get(), live] {
+        serve_connection_thread(server, socket, *live);
+      });
     } catch (const std::exception& e) {
       // EAGAIN (std::system_error) at a thread or memory limit, or std::bad_alloc for the
       // thread's state: refuse this client, keep accepting.

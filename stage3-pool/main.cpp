@@ -21,7 +21,7 @@ namespace {
 // backlog (1024), and stage 4 answers 503 instead.
 constexpr std::size_t kDefaultQueue = 64;
 
-/// The command-line knobs of the pool.
+/// The pool's command-line knobs, and what it reports in the stats line.
 struct PoolConfig {
   std::size_t workers = proxy::default_worker_count();
   std::size_t queue = kDefaultQueue;

@@ -117,6 +117,8 @@ class Workload {
   [[nodiscard]] virtual std::string describe() const = 0;
   /// The index of the first request after popularity moves, for workloads that move it.
   [[nodiscard]] virtual std::optional<std::uint64_t> shift_at() const { return std::nullopt; }
+  /// The keys that were popular before the shift and are never requested after it.
+  [[nodiscard]] virtual std::vector<std::string> keys_before_shift() const { return {}; }
 };
 
 /// Zipf's law over `n` ranks: P(rank r) ∝ 1 / (r + 1)^alpha, drawn by inverting the CDF.
@@ -169,9 +171,17 @@ class SyntheticWorkload final : public Workload {
   bool next(Request& request) override {
     if (emitted_ == options_.requests) return false;
     const std::uint64_t id = pick(emitted_++);
-    request.key = "http://origin.sim/object/" + std::to_string(id);
+    request.key = key_for(id);
     request.bytes = sizes_.size_of(options_.seed, id);
     return true;
+  }
+
+  [[nodiscard]] std::vector<std::string> keys_before_shift() const override {
+    std::vector<std::string> keys;
+    if (!shift_at()) return keys;
+    keys.reserve(options_.keys);
+    for (std::uint64_t id = 0; id < options_.keys; ++id) keys.push_back(key_for(id));
+    return keys;
   }
 
   [[nodiscard]] std::optional<std::uint64_t> shift_at() const override {
@@ -197,6 +207,10 @@ class SyntheticWorkload final : public Workload {
   }
 
  private:
+  static std::string key_for(std::uint64_t id) {
+    return "http://origin.sim/object/" + std::to_string(id);
+  }
+
   std::uint64_t popular(std::uint64_t index) {
     const std::uint64_t base = index < shift_point_ ? 0 : options_.keys;
     return base + zipf_.rank(random_.unit());
@@ -276,6 +290,8 @@ struct Run {
   std::uint64_t requests[2] = {0, 0};
   std::uint64_t hit_bytes = 0;
   std::uint64_t window_hits = 0;
+  CacheStats at_end{};            // the cache's counters once the stream is over
+  std::uint64_t stale_bytes = 0;  // bytes cached at the end for keys unrequested since the shift
 };
 
 /// The response the "origin" returns for `request`: charged exactly request.bytes under
@@ -304,18 +320,19 @@ void print_report(const std::vector<Run>& runs, std::uint64_t total_requests,
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> header = {"policy", "requests", "hit ratio", "byte hit ratio"};
   if (shifted) {
-    header.insert(header.end(), {"before shift", "after shift"});
+    header.insert(header.end(), {"before shift", "after shift", "stale bytes at end"});
   }
   header.insert(header.end(), {"evictions", "bytes cached"});
   rows.push_back(header);
   for (const Run& run : runs) {
-    const CacheStats stats = run.cache->stats();
+    const CacheStats& stats = run.at_end;
     std::vector<std::string> row = {run.policy, std::to_string(total_requests),
                                     percent(run.hits[0] + run.hits[1], total_requests),
                                     percent(run.hit_bytes, total_bytes)};
     if (shifted) {
       row.push_back(percent(run.hits[0], run.requests[0]));
       row.push_back(percent(run.hits[1], run.requests[1]));
+      row.push_back(percent(run.stale_bytes, stats.bytes));
     }
     row.push_back(std::to_string(stats.evictions));
     row.push_back(std::to_string(stats.bytes));
@@ -402,6 +419,15 @@ int replay(Workload& workload, const std::vector<std::string>& policies, std::si
         run.window_hits = 0;
       }
       std::cout << '\n';
+    }
+  }
+  // Which of yesterday's favourites are still cached? Probing with find() counts hits, so the
+  // counters are read first.
+  const std::vector<std::string> stale_keys = workload.keys_before_shift();
+  for (Run& run : runs) {
+    run.at_end = run.cache->stats();
+    for (const std::string& key : stale_keys) {
+      if (auto found = run.cache->find(key)) run.stale_bytes += entry_bytes(key, *found);
     }
   }
   print_report(runs, index, total_bytes, workload, shift.has_value(), report);

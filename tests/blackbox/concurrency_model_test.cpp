@@ -14,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -110,6 +111,7 @@ TEST_P(PoolConcurrencyModel, RunsExactlyItsWorkersWhileFiftySlowRequestsWait) {
   start_stage({"--workers", std::to_string(kWorkers), "--queue", "64"});
   const pid_t pid = stage_->pid();
   std::vector<proxy::Socket> clients;
+  clients.reserve(kClients);
   for (int i = 0; i < kClients; ++i) {
     clients.push_back(send_request(proxy_port(), proxy_get(origin_url(slow_path(i)))));
   }
@@ -159,6 +161,7 @@ TEST_P(PerThreadConcurrencyModel, RunsAThreadPerConnectionWhileFiftySlowRequests
   EXPECT_EQ(thread_count(pid), kOtherThreads) << "idle: no connection, no connection thread";
 
   std::vector<proxy::Socket> clients;
+  clients.reserve(kClients);
   for (int i = 0; i < kClients; ++i) {
     clients.push_back(send_request(proxy_port(), proxy_get(origin_url(slow_path(i)))));
   }
