@@ -8,7 +8,9 @@
 //          exists for;
 //   mix90  nine requests in ten find a resident object; the tenth asks for a cold one, misses
 //          and inserts it, as the proxy does after fetching it, which evicts.
-// Names read MIX/WRAPPER/POLICY/threads:N, e.g. hits/sharded8/sieve/threads:4/real_time.
+// Names read MIX/WRAPPER/POLICY/real_time/threads:N, e.g. hits/sharded8/sieve/real_time/threads:4;
+// WRAPPER is plain (the policy alone, one thread), locked (LockedCache), shared-lock (one
+// ConcurrentSieveCache) or sharded8 (make_concurrent_cache with 8 shards).
 // items_per_second counts every cache call (find or insert) by all threads together.
 #include <benchmark/benchmark.h>
 

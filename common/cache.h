@@ -25,6 +25,15 @@ struct CachedResponse {
 /// head and body — in bytes, as CS:APP Proxy Lab counts a whole web object.
 std::size_t entry_bytes(std::string_view key, const CachedResponse& response) noexcept;
 
+/// True when an entry charged `bytes` may be stored under these limits. A zero limit caches
+/// nothing, not even an entry charged 0 bytes (an empty key and response). Every policy's
+/// insert() asks this first.
+inline bool fits_limits(std::size_t bytes, std::size_t capacity_bytes,
+                        std::size_t max_object_bytes) noexcept {
+  return capacity_bytes > 0 && max_object_bytes > 0 && bytes <= max_object_bytes &&
+         bytes <= capacity_bytes;
+}
+
 /// Counters every cache keeps. `bytes` is the sum of entry_bytes over current entries.
 struct CacheStats {
   std::uint64_t hits = 0;

@@ -21,9 +21,7 @@ std::shared_ptr<const CachedResponse> LruCache::find(std::string_view key) {
 bool LruCache::insert(std::string_view key, std::shared_ptr<const CachedResponse> response) {
   if (!response) return false;
   const std::size_t bytes = entry_bytes(key, *response);
-  // A zero limit caches nothing, not even an entry charged 0 bytes (an empty key and response).
-  if (capacity_bytes_ == 0 || max_object_bytes_ == 0) return false;
-  if (bytes > max_object_bytes_ || bytes > capacity_bytes_) return false;
+  if (!fits_limits(bytes, capacity_bytes_, max_object_bytes_)) return false;
   if (auto it = index_.find(key); it != index_.end()) remove(it->second);
   while (stats_.bytes + bytes > capacity_bytes_) {
     remove(std::prev(recency_.end()));

@@ -1,5 +1,7 @@
-// The proxy transaction, top to bottom as the protocol runs: read_request, cache.find,
-// fetch_from_origin, relay_response, cache.insert. Every stage calls serve_connection unchanged.
+// The proxy transaction, as the protocol runs it: read_request, cache.find, fetch_from_origin,
+// relay_response, cache.insert. serve_connection comes first and reads as that summary; the
+// steps follow in the same order, then the helpers they share. Every stage calls
+// serve_connection unchanged.
 #include "proxy.h"
 
 #include <sys/ioctl.h>
@@ -21,67 +23,85 @@ namespace {
 constexpr std::size_t kBufferBytes = 64 * 1024;
 constexpr std::size_t kMaxResponseHead = 64 * 1024;
 
-std::string_view reason_phrase(int status) {
-  switch (status) {
-    case 400: return "Bad Request";
-    case 408: return "Request Timeout";
-    case 414: return "URI Too Long";
-    case 431: return "Request Header Fields Too Large";
-    case 501: return "Not Implemented";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Error";
-  }
-}
-
-// What we know of the request being served, for log lines.
+// What we know of the connection being served, for replies and log lines.
 struct Context {
   const Socket& client;
   const ProxyOptions& options;
   ProxyStats& stats;
+  std::string peer;  // "HOST:PORT", taken at the start: a reset peer has no address later
   std::string what;  // "GET http://host/path", filled in once the request line is known
 };
 
-void log_failure(const Context& ctx, std::string_view message) {
-  std::string line = "client " + peer_address(ctx.client);
-  if (!ctx.what.empty()) line += " " + ctx.what;
-  line += ": ";
-  line += message;
-  log_line(line);
-}
+// Where relay_body writes what it decodes.
+struct BodySink {
+  const Socket* socket = nullptr;  // null: decode only (discard)
+  bool encode_chunked = false;     // re-frame each piece as a chunk (RFC 9112 §7.1)
+  std::string* capture = nullptr;  // also keep the decoded body here, while it may be stored
+  std::size_t capture_limit = 0;   // give up capturing past this many bytes
+};
 
-// Closes without destroying our last bytes in flight: closing a socket with unread input makes
-// the kernel send RST, which can discard a response the client has not read yet. So when the
-// client sent more than we read, half-close and drain briefly first.
-void finish(Socket& client) {
-  int unread = 0;
-  if (::ioctl(client.fd(), FIONREAD, &unread) == 0 && unread > 0) {
-    client.shutdown_write();
-    std::array<char, 4096> sink;
-    const auto deadline = std::chrono::steady_clock::now() + Millis{1000};
-    for (;;) {
-      auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
-      if (left <= Millis{0} || client.read_some(sink, left).status != IoStatus::ok) break;
+enum class BodyOutcome { complete, source_failed, source_timeout, sink_failed, malformed, cancelled };
+
+
+// The steps of the transaction, in the order the protocol runs them. serve_connection, right
+// below, calls them; their definitions follow it in the same order.
+bool read_request(Context& ctx, std::string& buffer, Request& request, std::size_t& head_bytes);
+void send_cached(Context& ctx, const CachedResponse& cached);
+std::optional<Socket> fetch_from_origin(Context& ctx, const Request& request,
+                                        const AbsoluteUri& uri, const BodyFraming& body,
+                                        std::string_view buffered_body);
+void relay_response(Context& ctx, const Socket& origin, const Request& request,
+                    const std::string& key, bool may_store, Cache& cache);
+
+// Helpers, defined last: streaming a body, answering with an error, closing.
+BodyOutcome relay_body(const Socket& source, std::string_view buffered, BodyReader& reader,
+                       BodySink& sink, Millis read_timeout, Millis write_timeout);
+void reply_error(Context& ctx, int status, std::string_view detail);
+void log_failure(const Context& ctx, std::string_view message);
+void finish(Socket& client);
+
+}  // namespace
+
+void serve_connection(Socket client, Cache& cache, const ProxyOptions& options,
+                      ProxyStats& stats) {
+  Context ctx{client, options, stats, peer_address(client), {}};
+  std::string buffer;
+  Request request;
+  std::size_t head_bytes = 0;
+  if (!read_request(ctx, buffer, request, head_bytes)) {
+    finish(client);
+    return;
+  }
+  std::optional<AbsoluteUri> uri = parse_absolute_uri(request.target);
+  std::optional<BodyFraming> body = request_body_framing(request);
+  if (request.method != "GET") {
+    reply_error(ctx, 501, "method " + request.method + " is not supported; only GET");
+  } else if (!uri || uri->scheme != "http") {
+    const std::size_t scheme_end = request.target.find("://");
+    if (scheme_end != std::string::npos && !iequals(request.target.substr(0, scheme_end), "http")) {
+      reply_error(ctx, 501, "only http:// targets are supported, not '" +
+                                request.target.substr(0, scheme_end) + "://'");
+    } else {
+      reply_error(ctx, 400, "a proxy request needs a valid absolute-form target, such as "
+                            "GET http://example.com/ HTTP/1.1");
+    }
+  } else if (!body) {
+    reply_error(ctx, 400, "ambiguous request body framing (Content-Length with "
+                          "Transfer-Encoding, or conflicting lengths)");
+  } else {
+    const std::string key = uri->cache_key();
+    if (auto cached = cache.find(key)) {
+      send_cached(ctx, *cached);
+    } else if (std::optional<Socket> origin = fetch_from_origin(
+                   ctx, request, *uri, *body, std::string_view(buffer).substr(head_bytes))) {
+      // A GET with a body is not keyed by that body, so its response is never stored.
+      relay_response(ctx, *origin, request, key, body->kind == BodyKind::none, cache);
     }
   }
-  client.close();
+  finish(client);
 }
 
-// Sends a response the proxy makes itself: a status, a one-line plain-text body.
-void reply_error(Context& ctx, int status, std::string_view detail) {
-  ctx.stats.errors.fetch_add(1, std::memory_order_relaxed);
-  log_failure(ctx, std::to_string(status) + " " + std::string(detail));
-  std::string body = std::to_string(status) + " " + std::string(reason_phrase(status)) + ": " +
-                     std::string(detail) + "\n";
-  std::string response = "HTTP/1.1 " + std::to_string(status) + " " +
-                         std::string(reason_phrase(status)) +
-                         "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: " +
-                         std::to_string(body.size()) +
-                         "\r\nConnection: close\r\nX-Cache: MISS\r\n\r\n" + body;
-  ctx.client.write_all(response, ctx.options.write_timeout);
-}
+namespace {
 
 // Reads until a complete request head is buffered. On success `buffer` starts with the head
 // and may hold the first bytes of a body after it (`head_bytes` marks the boundary).
@@ -118,83 +138,13 @@ bool read_request(Context& ctx, std::string& buffer, Request& request, std::size
   }
 }
 
-// Where relay_body writes what it decodes.
-struct BodySink {
-  const Socket* socket = nullptr;  // null: decode only (discard)
-  bool encode_chunked = false;     // re-frame each piece as a chunk (RFC 9112 §7.1)
-  std::string* capture = nullptr;  // also keep the decoded body here, while it may be stored
-  std::size_t capture_limit = 0;   // give up capturing past this many bytes
-};
-
-enum class BodyOutcome { complete, source_failed, source_timeout, sink_failed, malformed, cancelled };
-
-// Streams one body from `source` to `sink`, starting with bytes already buffered. Holds at most
-// one buffer of it in memory, plus what the sink captures for the cache.
-BodyOutcome relay_body(const Socket& source, std::string_view buffered, BodyReader& reader,
-                       BodySink& sink, Millis read_timeout, Millis write_timeout) {
-  std::string decoded;
-  std::array<char, kBufferBytes> chunk;
-  auto deliver = [&]() -> bool {
-    if (decoded.empty()) return true;
-    if (sink.capture != nullptr) {
-      if (sink.capture->size() + decoded.size() > sink.capture_limit) {
-        sink.capture->clear();
-        sink.capture->shrink_to_fit();
-        sink.capture = nullptr;  // too big to store: stop holding it
-      } else {
-        sink.capture->append(decoded);
-      }
-    }
-    bool ok = true;
-    if (sink.socket != nullptr) {
-      if (sink.encode_chunked) {
-        char size_line[32];
-        int n = std::snprintf(size_line, sizeof size_line, "%zx\r\n", decoded.size());
-        decoded.insert(0, size_line, static_cast<std::size_t>(n));
-        decoded.append("\r\n");
-      }
-      ok = sink.socket->write_all(decoded, write_timeout).status == IoStatus::ok;
-    }
-    decoded.clear();
-    return ok;
-  };
-  auto consume = [&](std::string_view input) -> std::optional<BodyOutcome> {
-    BodyReader::Result r = reader.feed(input, decoded);
-    if (r.error) return BodyOutcome::malformed;
-    if (!deliver()) return BodyOutcome::sink_failed;
-    if (r.done) return BodyOutcome::complete;
-    return std::nullopt;
-  };
-
-  if (reader.done()) return BodyOutcome::complete;
-  if (!buffered.empty()) {
-    if (auto outcome = consume(buffered)) return *outcome;
-  }
-  for (;;) {
-    IoResult got = source.read_some(chunk, read_timeout);
-    switch (got.status) {
-      case IoStatus::ok:
-        if (auto outcome = consume(std::string_view(chunk.data(), got.bytes))) return *outcome;
-        break;
-      case IoStatus::eof:
-        return reader.complete_at_eof() ? BodyOutcome::complete : BodyOutcome::source_failed;
-      case IoStatus::timeout:
-        return BodyOutcome::source_timeout;
-      case IoStatus::cancelled:
-        return BodyOutcome::cancelled;
-      case IoStatus::error:
-        return BodyOutcome::source_failed;
-    }
-  }
-}
-
 // Sends a stored response: its head, our framing and X-Cache, then the body.
-void send_cached(Context& ctx, const CachedResponse& cached, bool head_only) {
+void send_cached(Context& ctx, const CachedResponse& cached) {
   std::string head = cached.head;
   head += "Content-Length: " + std::to_string(cached.body.size()) +
           "\r\nConnection: close\r\nX-Cache: HIT\r\n\r\n";
   if (ctx.client.write_all(head, ctx.options.write_timeout).status != IoStatus::ok) return;
-  if (!head_only) ctx.client.write_all(cached.body, ctx.options.write_timeout);
+  ctx.client.write_all(cached.body, ctx.options.write_timeout);
 }
 
 // Connects to the origin and sends the rewritten request, body included. Answers the client
@@ -377,41 +327,121 @@ void relay_response(Context& ctx, const Socket& origin, const Request& request,
   }
 }
 
-}  // namespace
+// ---- Helpers: streaming a body, answering with an error, closing. ----
 
-void serve_connection(Socket client, Cache& cache, const ProxyOptions& options,
-                      ProxyStats& stats) {
-  Context ctx{client, options, stats, {}};
-  std::string buffer;
-  Request request;
-  std::size_t head_bytes = 0;
-  if (!read_request(ctx, buffer, request, head_bytes)) {
-    finish(client);
-    return;
+// Streams one body from `source` to `sink`, starting with bytes already buffered. Holds at most
+// one buffer of it in memory, plus what the sink captures for the cache.
+BodyOutcome relay_body(const Socket& source, std::string_view buffered, BodyReader& reader,
+                       BodySink& sink, Millis read_timeout, Millis write_timeout) {
+  std::string decoded;
+  std::array<char, kBufferBytes> chunk;
+  auto deliver = [&]() -> bool {
+    if (decoded.empty()) return true;
+    if (sink.capture != nullptr) {
+      if (sink.capture->size() + decoded.size() > sink.capture_limit) {
+        sink.capture->clear();
+        sink.capture->shrink_to_fit();
+        sink.capture = nullptr;  // too big to store: stop holding it
+      } else {
+        sink.capture->append(decoded);
+      }
+    }
+    bool ok = true;
+    if (sink.socket != nullptr) {
+      if (sink.encode_chunked) {
+        char size_line[32];
+        int n = std::snprintf(size_line, sizeof size_line, "%zx\r\n", decoded.size());
+        decoded.insert(0, size_line, static_cast<std::size_t>(n));
+        decoded.append("\r\n");
+      }
+      ok = sink.socket->write_all(decoded, write_timeout).status == IoStatus::ok;
+    }
+    decoded.clear();
+    return ok;
+  };
+  auto consume = [&](std::string_view input) -> std::optional<BodyOutcome> {
+    BodyReader::Result r = reader.feed(input, decoded);
+    if (r.error) return BodyOutcome::malformed;
+    if (!deliver()) return BodyOutcome::sink_failed;
+    if (r.done) return BodyOutcome::complete;
+    return std::nullopt;
+  };
+
+  if (reader.done()) return BodyOutcome::complete;
+  if (!buffered.empty()) {
+    if (auto outcome = consume(buffered)) return *outcome;
   }
-  std::optional<AbsoluteUri> uri = parse_absolute_uri(request.target);
-  std::optional<BodyFraming> body = request_body_framing(request);
-  if (!uri) {
-    reply_error(ctx, 400, "a proxy request needs an absolute-form target, such as "
-                          "GET http://example.com/ HTTP/1.1");
-  } else if (uri->scheme != "http") {
-    reply_error(ctx, 501, "scheme '" + uri->scheme + "' is not supported; only http");
-  } else if (request.method != "GET") {
-    reply_error(ctx, 501, "method " + request.method + " is not supported; only GET");
-  } else if (!body) {
-    reply_error(ctx, 400, "ambiguous request body framing (Content-Length with "
-                          "Transfer-Encoding, or conflicting lengths)");
-  } else {
-    const std::string key = uri->cache_key();
-    if (auto cached = cache.find(key)) {
-      send_cached(ctx, *cached, false);
-    } else if (std::optional<Socket> origin = fetch_from_origin(
-                   ctx, request, *uri, *body, std::string_view(buffer).substr(head_bytes))) {
-      // A GET with a body is not keyed by that body, so its response is never stored.
-      relay_response(ctx, *origin, request, key, body->kind == BodyKind::none, cache);
+  for (;;) {
+    IoResult got = source.read_some(chunk, read_timeout);
+    switch (got.status) {
+      case IoStatus::ok:
+        if (auto outcome = consume(std::string_view(chunk.data(), got.bytes))) return *outcome;
+        break;
+      case IoStatus::eof:
+        return reader.complete_at_eof() ? BodyOutcome::complete : BodyOutcome::source_failed;
+      case IoStatus::timeout:
+        return BodyOutcome::source_timeout;
+      case IoStatus::cancelled:
+        return BodyOutcome::cancelled;
+      case IoStatus::error:
+        return BodyOutcome::source_failed;
     }
   }
-  finish(client);
 }
 
+std::string_view reason_phrase(int status) {
+  switch (status) {
+    case 400: return "Bad Request";
+    case 408: return "Request Timeout";
+    case 414: return "URI Too Long";
+    case 431: return "Request Header Fields Too Large";
+    case 501: return "Not Implemented";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Error";
+  }
+}
+
+void log_failure(const Context& ctx, std::string_view message) {
+  std::string line = "client " + ctx.peer;
+  if (!ctx.what.empty()) line += " " + ctx.what;
+  line += ": ";
+  line += message;
+  log_line(line);
+}
+
+// Sends a response the proxy makes itself: a status, a one-line plain-text body.
+void reply_error(Context& ctx, int status, std::string_view detail) {
+  ctx.stats.errors.fetch_add(1, std::memory_order_relaxed);
+  log_failure(ctx, std::to_string(status) + " " + std::string(detail));
+  std::string body = std::to_string(status) + " " + std::string(reason_phrase(status)) + ": " +
+                     std::string(detail) + "\n";
+  std::string response = "HTTP/1.1 " + std::to_string(status) + " " +
+                         std::string(reason_phrase(status)) +
+                         "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: " +
+                         std::to_string(body.size()) +
+                         "\r\nConnection: close\r\nX-Cache: MISS\r\n\r\n" + body;
+  ctx.client.write_all(response, ctx.options.write_timeout);
+}
+
+// Closes without destroying our last bytes in flight: closing a socket with unread input makes
+// the kernel send RST, which can discard a response the client has not read yet. So when the
+// client sent more than we read, half-close and drain briefly first.
+void finish(Socket& client) {
+  int unread = 0;
+  if (::ioctl(client.fd(), FIONREAD, &unread) == 0 && unread > 0) {
+    client.shutdown_write();
+    std::array<char, 4096> sink;
+    const auto deadline = std::chrono::steady_clock::now() + Millis{1000};
+    for (;;) {
+      auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+      if (left <= Millis{0} || client.read_some(sink, left).status != IoStatus::ok) break;
+    }
+  }
+  client.close();
+}
+
+}  // namespace
 }  // namespace proxy

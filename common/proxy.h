@@ -13,7 +13,7 @@ namespace proxy {
 
 /// Deadlines and limits of one transaction. Times in milliseconds.
 struct ProxyOptions {
-  Millis client_timeout{10'000};   ///< waiting for the client to send (408-free: we just close)
+  Millis client_timeout{10'000};   ///< for the whole request head (408 if it started, else close)
   Millis connect_timeout{5'000};   ///< connecting to the origin (504 when exceeded)
   Millis origin_timeout{30'000};   ///< waiting for each read from the origin (504 before any byte)
   Millis write_timeout{30'000};    ///< waiting for a peer to accept bytes we send
@@ -29,8 +29,9 @@ struct ProxyStats {
 
 /// Serves one client connection: one request, one response, then close (HTTP/1.1 with
 /// `Connection: close`). Every response carries `X-Cache: HIT` or `X-Cache: MISS`. Errors are
-/// answered with a status and a one-line log: 400 malformed, 501 method other than GET,
-/// 414/431 too long, 502 origin unreachable or malformed, 504 origin timeout. A response is
+/// answered with a status and a one-line log: 400 malformed, 408 request head too slow,
+/// 414/431 too long, 501 a method other than GET or a scheme other than http, 505 an HTTP
+/// version other than 1.x, 502 origin unreachable or malformed, 504 origin timeout. A response is
 /// stored only when it is complete, status 200, answers a GET and fits max_object_bytes().
 /// Bodies are streamed, never held whole unless they may be stored.
 /// Thread-safety: safe to run concurrently on different sockets when `cache` is thread-safe.

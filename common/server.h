@@ -21,7 +21,7 @@ class App;
 
 namespace proxy {
 
-/// Settings every stage accepts (../shared/DESIGN.md, "Contracts every stage honours").
+/// Settings every stage accepts: the command-line contract in README.md.
 struct ServerConfig {
   std::uint16_t port = 8080;
   std::string bind = "127.0.0.1";

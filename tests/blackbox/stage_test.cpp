@@ -176,6 +176,30 @@ TEST_P(StageTest, AnswersMethodsOtherThanGetWith501) {
   EXPECT_EQ(origin_->request_count("/anything"), 0u);
 }
 
+TEST_P(StageTest, AnswersConnectWith501) {
+  start_stage();
+  HttpResponse r = exchange(proxy_port(), "CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n");
+  EXPECT_EQ(r.status, 501);
+  EXPECT_EQ(r.field("X-Cache"), "MISS");
+}
+
+TEST_P(StageTest, AnswersSchemesOtherThanHttpWith501) {
+  start_stage();
+  for (const char* url : {"https://127.0.0.1/", "https://127.0.0.1:8443/x", "ftp://127.0.0.1/"}) {
+    HttpResponse r = fetch(proxy_port(), url);
+    EXPECT_EQ(r.status, 501) << url;
+    EXPECT_THAT(r.body, HasSubstr("only http://")) << url;
+  }
+}
+
+TEST_P(StageTest, AnswersAnIncompleteRequestHeadWith408) {
+  start_stage({"--client-timeout-ms", "300"});
+  proxy::Socket slow = send_request(proxy_port(), "GET " + origin_url("/bytes/1") + " HTTP/1.1\r\n");
+  auto r = read_response(slow, 20s);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 408);
+}
+
 TEST_P(StageTest, AnswersUnreachableOriginWith502) {
   start_stage();
   std::uint16_t closed_port;

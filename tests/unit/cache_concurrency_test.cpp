@@ -58,6 +58,8 @@ struct ShardedLru {
 
 struct MakerNames {
   template <typename T>
+  // GoogleTest calls the name generator by this name.
+  // NOLINTNEXTLINE(readability-identifier-naming)
   static std::string GetName(int /*index*/) {
     if (std::is_same_v<T, LockedLru>) return "LockedLru";
     if (std::is_same_v<T, LockedLfu>) return "LockedLfu";

@@ -100,6 +100,8 @@ class CachePolicyTest : public ::testing::Test {
 
 struct MakerNames {
   template <typename T>
+  // GoogleTest calls the name generator by this name.
+  // NOLINTNEXTLINE(readability-identifier-naming)
   static std::string GetName(int /*index*/) {
     if (std::is_same_v<T, Lru>) return "Lru";
     if (std::is_same_v<T, Lfu>) return "Lfu";
