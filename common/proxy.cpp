@@ -6,6 +6,7 @@
 
 #include <sys/ioctl.h>
 
+#include <algorithm>
 #include <array>
 #include <memory>
 #include <optional>
@@ -50,7 +51,7 @@ void send_cached(Context& ctx, const CachedResponse& cached);
 std::optional<Socket> fetch_from_origin(Context& ctx, const Request& request,
                                         const AbsoluteUri& uri, const BodyFraming& body,
                                         std::string_view buffered_body);
-void relay_response(Context& ctx, const Socket& origin, const Request& request,
+bool relay_response(Context& ctx, const Socket& origin, const Request& request,
                     const std::string& key, bool may_store, Cache& cache);
 
 // Helpers, defined last: streaming a body, answering with an error, closing.
@@ -95,7 +96,10 @@ void serve_connection(Socket client, Cache& cache, const ProxyOptions& options,
     } else if (std::optional<Socket> origin = fetch_from_origin(
                    ctx, request, *uri, *body, std::string_view(buffer).substr(head_bytes))) {
       // A GET with a body is not keyed by that body, so its response is never stored.
-      relay_response(ctx, *origin, request, key, body->kind == BodyKind::none, cache);
+      if (!relay_response(ctx, *origin, request, key, body->kind == BodyKind::none, cache)) {
+        client.reset();  // a reset, not a FIN: the client must not take a cut body as whole
+        return;
+      }
     }
   }
   finish(client);
@@ -106,10 +110,34 @@ namespace {
 // Reads until a complete request head is buffered. On success `buffer` starts with the head
 // and may hold the first bytes of a body after it (`head_bytes` marks the boundary).
 bool read_request(Context& ctx, std::string& buffer, Request& request, std::size_t& head_bytes) {
-  std::array<char, 16 * 1024> chunk;
+  const RequestLimits& limits = ctx.options.limits;
   const auto deadline = std::chrono::steady_clock::now() + ctx.options.client_timeout;
+  std::array<char, 16 * 1024> chunk;
   for (;;) {
-    RequestParseResult parsed = parse_request(buffer, request, ctx.options.limits);
+    auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+    IoResult got = ctx.client.read_some(chunk, std::max(left, Millis{0}));
+    if (got.status != IoStatus::ok) {
+      // A client that opens a connection and says nothing (a browser's preconnect) is closed
+      // quietly; one that stops half-way through a request is told why.
+      if (got.status == IoStatus::timeout && !buffer.empty()) {
+        reply_error(ctx, 408, "request head not received in time");
+      } else if (got.status == IoStatus::eof && !buffer.empty()) {
+        log_failure(ctx, "client closed before finishing its request");
+      }
+      return false;
+    }
+    const std::string_view fresh(chunk.data(), got.bytes);
+    const std::size_t before = buffer.size();
+    buffer.append(fresh);
+    // The parser starts over from the first byte, so run it only when this read could change
+    // its verdict — a line ended, or a size limit was crossed — not after every byte a slow
+    // client trickles in, which would cost time quadratic in the length of the head.
+    const bool worth_parsing =
+        fresh.find_first_of("\r\n") != std::string_view::npos ||
+        (before <= limits.max_request_line && buffer.size() > limits.max_request_line) ||
+        buffer.size() > limits.max_header_bytes;
+    if (!worth_parsing) continue;
+    RequestParseResult parsed = parse_request(buffer, request, limits);
     if (parsed.status == ParseStatus::complete) {
       head_bytes = parsed.consumed;
       ctx.stats.requests.fetch_add(1, std::memory_order_relaxed);
@@ -121,20 +149,6 @@ bool read_request(Context& ctx, std::string& buffer, Request& request, std::size
       reply_error(ctx, parsed.error_status, parsed.error_reason);
       return false;
     }
-    auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
-    IoResult got = ctx.client.read_some(chunk, std::max(left, Millis{0}));
-    if (got.status == IoStatus::ok) {
-      buffer.append(chunk.data(), got.bytes);
-      continue;
-    }
-    // A client that opens a connection and says nothing (a browser's preconnect) is closed
-    // quietly; one that stops half-way through a request is told why.
-    if (got.status == IoStatus::timeout && !buffer.empty()) {
-      reply_error(ctx, 408, "request head not received in time");
-    } else if (got.status == IoStatus::eof && !buffer.empty()) {
-      log_failure(ctx, "client closed before finishing its request");
-    }
-    return false;
   }
 }
 
@@ -253,16 +267,19 @@ bool read_response_head(Context& ctx, const Socket& origin, std::string& buffer,
 
 // Relays the origin's response to the client, streaming the body, and stores it when it is
 // complete and cacheable. `may_store` is false when the request rules storing out.
-void relay_response(Context& ctx, const Socket& origin, const Request& request,
+// Returns false when the response was cut after its head went out and the client, reading a
+// body that ends at close, could not tell a cut from the end: the caller then resets the
+// connection instead of closing it.
+bool relay_response(Context& ctx, const Socket& origin, const Request& request,
                     const std::string& key, bool may_store, Cache& cache) {
   std::string buffer;
   ResponseHead head;
   std::size_t head_bytes = 0;
-  if (!read_response_head(ctx, origin, buffer, head, head_bytes)) return;
+  if (!read_response_head(ctx, origin, buffer, head, head_bytes)) return true;
   std::optional<BodyFraming> framing = response_body_framing(head, request.method);
   if (!framing) {
     reply_error(ctx, 502, "origin sent conflicting or malformed Content-Length");
-    return;
+    return true;
   }
 
   // The head we store has only end-to-end fields; the head we send adds this hop's framing.
@@ -285,15 +302,18 @@ void relay_response(Context& ctx, const Socket& origin, const Request& request,
   sent_head += "Connection: close\r\nX-Cache: MISS\r\n\r\n";
   if (ctx.client.write_all(sent_head, ctx.options.write_timeout).status != IoStatus::ok) {
     log_failure(ctx, "client went away before the response head was sent");
-    return;
+    return true;
   }
+  const bool client_sees_cut = framing->kind == BodyKind::content_length || chunked_to_client;
 
+  // Capture the body only while it could still be stored: never more than one object may be.
+  const std::size_t object_limit = std::min(cache.max_object_bytes(), cache.capacity_bytes());
   const bool storable = may_store && head.status == 200 && framing->kind != BodyKind::none &&
-                        key.size() + stored_head.size() <= cache.max_object_bytes();
+                        key.size() + stored_head.size() <= object_limit;
   std::string captured;
   BodyReader reader(*framing);
   BodySink sink{&ctx.client, chunked_to_client, storable ? &captured : nullptr,
-                storable ? cache.max_object_bytes() - key.size() - stored_head.size() : 0};
+                storable ? object_limit - key.size() - stored_head.size() : 0};
   BodyOutcome outcome =
       relay_body(origin, std::string_view(buffer).substr(head_bytes), reader, sink,
                  ctx.options.origin_timeout, ctx.options.write_timeout);
@@ -301,30 +321,31 @@ void relay_response(Context& ctx, const Socket& origin, const Request& request,
     case BodyOutcome::complete:
       if (chunked_to_client &&
           ctx.client.write_all("0\r\n\r\n", ctx.options.write_timeout).status != IoStatus::ok) {
-        return;
+        return true;
       }
       // sink.capture is reset to null once the body outgrew what may be stored.
       if (sink.capture != nullptr) {
         cache.insert(key, std::make_shared<const CachedResponse>(
                               CachedResponse{std::move(stored_head), std::move(captured)}));
       }
-      return;
+      return true;
     case BodyOutcome::source_failed:
-      log_failure(ctx, "origin closed or reset the connection mid-body; the client gets a short "
-                       "body and a closed connection, nothing is stored");
-      return;
+      log_failure(ctx, "origin closed or reset the connection mid-body; response cut, nothing "
+                       "stored");
+      return client_sees_cut;
     case BodyOutcome::source_timeout:
       log_failure(ctx, "origin stalled mid-body; response cut, nothing stored");
-      return;
+      return client_sees_cut;
     case BodyOutcome::malformed:
       log_failure(ctx, "origin sent a malformed chunked body; response cut, nothing stored");
-      return;
+      return client_sees_cut;
     case BodyOutcome::sink_failed:
       log_failure(ctx, "client went away mid-body; nothing stored");
-      return;
+      return true;
     case BodyOutcome::cancelled:
-      return;
+      return client_sees_cut;
   }
+  return true;
 }
 
 // ---- Helpers: streaming a body, answering with an error, closing. ----

@@ -19,10 +19,18 @@ void add_server_options(CLI::App& app, ServerConfig& config) {
   app.add_option("--bind", config.bind,
                  "Address to listen on. Anything but loopback makes this an open proxy")
       ->capture_default_str();
+  // CLI11 would otherwise read "-1" into a size_t as 2^64 - 1: an unbounded cache.
+  const CLI::Validator not_negative(
+      [](std::string& value) {
+        return value.find('-') == std::string::npos ? std::string() : "must not be negative";
+      },
+      "BYTES");
   app.add_option("--cache-bytes", config.cache_bytes, "Total cache size in bytes")
+      ->check(not_negative)
       ->capture_default_str();
   app.add_option("--max-object-bytes", config.max_object_bytes,
                  "Largest cached object in bytes (URL + head + body)")
+      ->check(not_negative)
       ->capture_default_str();
   app.add_option("--cache-policy", config.cache_policy, "Cache eviction policy")
       ->check(CLI::IsMember(cache_policy_names()))

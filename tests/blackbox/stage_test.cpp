@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <fstream>
 #include <chrono>
 #include <thread>
@@ -367,6 +368,60 @@ TEST_P(StageTest, StopsWithin5SecondsWithARequestInFlight) {
   harness::ExitStatus status = stage_->stop(10s);
   EXPECT_TRUE(status.clean());
   EXPECT_LT(status.elapsed, 5s);
+}
+
+TEST_P(StageTest, RefusesNegativeByteLimitsAtStartUp) {
+  // CLI11 would read -1 into a size_t as 2^64 - 1, an unbounded cache: refuse it instead.
+  EXPECT_THROW(start_stage({"--cache-bytes", "-1"}), std::runtime_error);
+  EXPECT_THROW(start_stage({"--max-object-bytes", "-5"}), std::runtime_error);
+  stage_.reset();
+}
+
+TEST_P(StageTest, HoldsNoMoreThanTheCacheCanStoreWhileRelaying) {
+  // A huge per-object limit with a tiny cache: nothing can be stored, so nothing is held.
+  start_stage({"--cache-bytes", "1000", "--max-object-bytes", "100000000"});
+  fetch(proxy_port(), origin_url("/bytes/1000"));
+  const long rss_before = peak_rss_kib(stage_->pid());
+  HttpResponse r = fetch(proxy_port(), origin_url("/bytes/20000000"), 60s);
+  ASSERT_EQ(r.body.size(), 20000000u);
+  EXPECT_LT(peak_rss_kib(stage_->pid()) - rss_before, 8 * 1024);
+}
+
+TEST_P(StageTest, ServesARequestTrickledInOneByteAtATime) {
+  start_stage();
+  const std::string request = proxy_get(origin_url("/bytes/100"), {"X-Padding: " + std::string(2000, 'p')});
+  auto connected = proxy::connect_tcp("127.0.0.1", proxy_port(), 5s);
+  ASSERT_EQ(connected.error, proxy::ConnectError::none);
+  for (char c : request) {
+    ASSERT_EQ(connected.socket.write_all(std::string_view(&c, 1), 5s).status, proxy::IoStatus::ok);
+  }
+  auto r = read_response(connected.socket, 20s);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, harness::deterministic_bytes(100));
+}
+
+// RFC 9112 §8: a close-delimited body cannot show that it was cut, so when the origin's chunked
+// body breaks off before its last chunk, an HTTP/1.0 client must see a reset, not a clean end.
+TEST_P(StageTest, ResetsAnHttp10ClientWhenAChunkedOriginBodyBreaksOff) {
+  start_stage();
+  CannedOrigin broken("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n");
+  const std::string url = "http://127.0.0.1:" + std::to_string(broken.port()) + "/";
+  proxy::Socket client = send_request(proxy_port(), proxy_get(url, {}, 0));
+  std::string received;
+  std::array<char, 4096> buf;
+  proxy::IoResult got;
+  while ((got = client.read_some(buf, 20s)).status == proxy::IoStatus::ok) {
+    received.append(buf.data(), got.bytes);
+  }
+  EXPECT_EQ(got.status, proxy::IoStatus::error) << "expected a reset, got a clean end after: "
+                                                << received;
+  EXPECT_EQ(got.error, ECONNRESET);
+  // The cut response was not stored: asking again goes to the origin again (and breaks again).
+  proxy::Socket again = send_request(proxy_port(), proxy_get(url, {}, 0));
+  std::string second;
+  while ((got = again.read_some(buf, 20s)).status == proxy::IoStatus::ok) second.append(buf.data(), got.bytes);
+  EXPECT_THAT(second, HasSubstr("X-Cache: MISS"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Stages, StageTest, ::testing::ValuesIn(built_stages()), stage_name);
