@@ -61,7 +61,10 @@ Shutdown::~Shutdown() {
 
 bool Shutdown::stop_requested() const noexcept { return is_signalled(stop_fd_); }
 
-void Shutdown::request_stop() noexcept { signal_event(stop_fd_); }
+void Shutdown::request_stop() noexcept {
+  signal_event(stop_fd_);
+  stop_source_.request_stop();
+}
 
 void Shutdown::watch(std::stop_token stop) {
   // Phase 1: wait for a signal or request_stop(). Phase 2: wait out the grace period (a second
@@ -92,6 +95,7 @@ void Shutdown::watch(std::stop_token stop) {
     if (!stopping && (got_signal || (fds[2].revents & POLLIN))) {
       stopping = true;
       signal_event(stop_fd_);
+      stop_source_.request_stop();
       cut_at = std::chrono::steady_clock::now() + grace_;
     } else if (stopping && got_signal) {
       signal_event(cut_fd_);  // a second Ctrl-C: the user does not want to wait

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <stop_token>
 #include <thread>
 
 #include "socket.h"
@@ -26,6 +27,9 @@ class Shutdown {
 
   /// Readable once a stop has been requested; pass it to accept_client().
   [[nodiscard]] int stop_fd() const noexcept { return stop_fd_; }
+  /// Stop requested once a stop has been requested: for waits that are not on an fd, such as
+  /// a producer blocked on a full queue (std::condition_variable_any::wait with a stop_token).
+  [[nodiscard]] std::stop_token stop_token() const noexcept { return stop_source_.get_token(); }
   /// Readable once in-flight I/O must be cut.
   [[nodiscard]] int cut_fd() const noexcept { return cut_fd_; }
   /// True once a stop has been requested.
@@ -41,6 +45,7 @@ class Shutdown {
   int cut_fd_ = -1;
   int quit_fd_ = -1;
   Millis grace_;
+  std::stop_source stop_source_;  // requested together with stop_fd_
   std::jthread watcher_;
 };
 

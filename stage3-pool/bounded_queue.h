@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <stop_token>
 #include <utility>
 
 namespace proxy {
@@ -37,6 +38,22 @@ class BoundedQueue {
       // The predicate form re-checks after every wakeup: wakeups can be spurious, and another
       // producer may have taken the free slot first.
       not_full_.wait(lock, [&] { return closed_ || items_.size() < capacity_; });
+      if (closed_) return false;
+      append(std::move(item));
+    }
+    not_empty_.notify_one();
+    return true;
+  }
+
+  /// push(), except that the wait for room also ends when `stop` is requested: returns false,
+  /// leaving `item` untouched, so a producer blocked on a full queue can still shut down.
+  bool push(T&& item, std::stop_token stop) {
+    {
+      std::unique_lock lock(mutex_);
+      // The same predicate loop as push(), inside the stop-aware wait.
+      if (!not_full_.wait(lock, stop, [&] { return closed_ || items_.size() < capacity_; })) {
+        return false;  // stopped while still full
+      }
       if (closed_) return false;
       append(std::move(item));
     }
@@ -122,7 +139,9 @@ class BoundedQueue {
   bool closed_ = false;
   std::size_t peak_size_ = 0;
   std::condition_variable not_empty_;  // notified after a push, and by close()
-  std::condition_variable not_full_;   // notified after a pop, and by close()
+  // _any: it can also wait on a std::stop_token (push with a stop), at the price of an
+  // internal mutex of its own.
+  std::condition_variable_any not_full_;  // notified after a pop, and by close()
 };
 
 }  // namespace proxy

@@ -37,9 +37,12 @@ void run_pool(proxy::Server& server, PoolConfig& config) {
       });
   while (std::optional<proxy::Socket> client = server.accept()) {
     // Blocks while the queue is full: the accept loop stops taking clients until a worker
-    // frees a slot. (A stop requested meanwhile is seen once a slot frees: at the latest when
-    // the grace period cuts the transactions that hold the workers.)
-    pool.submit(std::move(*client));
+    // frees a slot. A stop ends the wait too; this client then never reaches a worker.
+    if (!pool.submit(std::move(*client), server.shutdown().stop_token())) {
+      proxy::reply_overloaded(std::move(*client), server.stats(), "shutting down",
+                              "the queue was full when the stop came");
+      break;
+    }
   }
   // These clients never reached a worker: a 503 tells them so, where a bare close would look
   // like a crash. close() hands them back so that no lock is held while we write.

@@ -9,6 +9,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string_view>
+#include <stop_token>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -68,6 +69,11 @@ class WorkerPool {
   /// that outruns the workers slows down instead of piling up work. True once queued; false,
   /// leaving `item` untouched, after close().
   bool submit(Item&& item) { return queue_.push(std::move(item)); }
+  /// submit(), except that the wait for room also ends when `stop` is requested (false,
+  /// `item` untouched): an accept loop blocked on a full queue still sees a shutdown at once.
+  bool submit(Item&& item, std::stop_token stop) {
+    return queue_.push(std::move(item), std::move(stop));
+  }
 
   /// Queues `item` only if there is room now. False, leaving `item` untouched, when the queue
   /// is full or closed, so the call site shows the overflow policy:

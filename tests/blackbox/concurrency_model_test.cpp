@@ -155,6 +155,34 @@ TEST_P(PoolConcurrencyModel, AnswersClientsStillQueuedAtStopWith503) {
   EXPECT_EQ(stat_value(status.output, "errors"), kQueued) << status.output;
 }
 
+// The queue is full and the accept loop is blocked handing it one more client when the stop
+// comes: the stop must end that wait, so the held client and the queued ones all get a 503
+// instead of waiting for the grace period to cut them off.
+TEST_P(PoolConcurrencyModel, AnswersQueuedClientsWith503WhenTheQueueIsFullAtStop) {
+  start_stage({"--workers", "1", "--queue", "2"});
+  const pid_t pid = stage_->pid();
+  const std::size_t idle_fds = fd_count(pid);
+  std::vector<proxy::Socket> clients;
+  clients.push_back(send_request(proxy_port(), proxy_get(origin_url(slow_path(0)))));
+  ASSERT_TRUE(origin_->wait_for_requests("/delay/", 1, kDeadline));  // the worker is busy
+  for (int i = 1; i <= 3; ++i) {  // two fill the queue, the third is held by the accept loop
+    clients.push_back(send_request(proxy_port(), proxy_get(origin_url(slow_path(i)))));
+  }
+  ASSERT_TRUE(eventually([&] { return fd_count(pid) >= idle_fds + clients.size() + 1; },
+                         kDeadline));
+
+  harness::ExitStatus status = stage_->stop(10s);
+  EXPECT_TRUE(status.clean()) << stage_log();
+  std::vector<int> statuses;
+  for (const proxy::Socket& client : clients) {
+    std::optional<HttpResponse> r = read_response(client, kDeadline);
+    ASSERT_TRUE(r.has_value());
+    statuses.push_back(r->status);
+  }
+  EXPECT_THAT(statuses, ::testing::ElementsAre(200, 503, 503, 503));
+  EXPECT_EQ(origin_->request_count("/delay/"), 1u);
+}
+
 TEST_P(PerThreadConcurrencyModel, RunsAThreadPerConnectionWhileFiftySlowRequestsWait) {
   start_stage();
   const pid_t pid = stage_->pid();

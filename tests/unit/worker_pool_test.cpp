@@ -22,6 +22,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string_view>
+#include <stop_token>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -170,6 +171,29 @@ TEST(BoundedQueue, CloseWakesAProducerBlockedOnAFullQueueAndLeavesItsItem) {
   EXPECT_NE(item, nullptr) << "a push refused by close() keeps its item with the caller";
   ASSERT_EQ(left.size(), 1u);
   EXPECT_EQ(*left.front(), 1);
+}
+
+TEST(BoundedQueue, AStopWakesAProducerBlockedOnAFullQueueAndLeavesItsItem) {
+  proxy::BoundedQueue<std::unique_ptr<int>> queue(1);
+  ASSERT_TRUE(queue.push(std::make_unique<int>(1)));
+  std::stop_source stop;
+  bool pushed = true;
+  auto item = std::make_unique<int>(2);
+  std::jthread producer([&] { pushed = queue.push(std::move(item), stop.get_token()); });
+  stop.request_stop();
+  producer.join();
+  EXPECT_FALSE(pushed);
+  EXPECT_NE(item, nullptr) << "a push ended by a stop keeps its item with the caller";
+  EXPECT_EQ(queue.size(), 1u);
+  EXPECT_FALSE(queue.closed()) << "a stop ends one producer's wait, not the queue";
+}
+
+TEST(BoundedQueue, APushWithAStopStillQueuesWhenThereIsRoom) {
+  proxy::BoundedQueue<int> queue(2);
+  std::stop_source stop;
+  stop.request_stop();
+  EXPECT_TRUE(queue.push(7, stop.get_token()));
+  EXPECT_EQ(queue.pop(), 7);
 }
 
 TEST(BoundedQueue, CloseHandsBackQueuedItemsAndRefusesNewOnes) {
