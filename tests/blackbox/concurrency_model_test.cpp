@@ -102,7 +102,35 @@ std::vector<std::string> built_among(std::initializer_list<std::string> wanted) 
 }
 
 /// Stages with a fixed pool of workers and a --workers flag.
-class PoolConcurrencyModel : public StageTest {};
+class PoolConcurrencyModel : public StageTest {
+ protected:
+  /// The stop scenario: one worker busy with a 2 s request, `waiting` more clients accepted
+  /// behind it (in the queue, or held by an accept loop blocked on a full one), then SIGTERM.
+  /// Returns each client's response, the busy one first, and the stage's exit status.
+  std::vector<HttpResponse> stop_with_clients_waiting(int waiting, const std::string& queue,
+                                                      harness::ExitStatus& status) {
+    start_stage({"--workers", "1", "--queue", queue});
+    const pid_t pid = stage_->pid();
+    const std::size_t idle_fds = fd_count(pid);
+    std::vector<proxy::Socket> clients;
+    clients.push_back(send_request(proxy_port(), proxy_get(origin_url(slow_path(0)))));
+    EXPECT_TRUE(origin_->wait_for_requests("/delay/", 1, kDeadline));  // the worker is busy
+    for (int i = 1; i <= waiting; ++i) {
+      clients.push_back(send_request(proxy_port(), proxy_get(origin_url(slow_path(i)))));
+    }
+    // Wait until the stage holds every client (plus the worker's origin socket), so that the
+    // waiting ones are inside it rather than in the kernel's backlog.
+    EXPECT_TRUE(eventually([&] { return fd_count(pid) >= idle_fds + clients.size() + 1; },
+                           kDeadline));
+    status = stage_->stop(10s);
+    std::vector<HttpResponse> responses;
+    for (const proxy::Socket& client : clients) {
+      std::optional<HttpResponse> r = read_response(client, kDeadline);
+      if (r) responses.push_back(*r);
+    }
+    return responses;
+  }
+};
 /// Stages with one thread per connection.
 class PerThreadConcurrencyModel : public StageTest {};
 
@@ -122,63 +150,33 @@ TEST_P(PoolConcurrencyModel, RunsExactlyItsWorkersWhileFiftySlowRequestsWait) {
       << "four workers, four transactions at a time; the other clients wait in the queue";
 }
 
+// The busy client gets its response (2 s is inside the grace period); the queued ones never
+// reach a worker, and are told so with a 503 and a clean close.
 TEST_P(PoolConcurrencyModel, AnswersClientsStillQueuedAtStopWith503) {
   constexpr int kQueued = 4;
-  start_stage({"--workers", "1", "--queue", "8"});
-  const pid_t pid = stage_->pid();
-  const std::size_t idle_fds = fd_count(pid);
-  std::vector<proxy::Socket> clients;
-  clients.push_back(send_request(proxy_port(), proxy_get(origin_url(slow_path(0)))));
-  ASSERT_TRUE(origin_->wait_for_requests("/delay/", 1, kDeadline));  // the worker is busy
-  for (int i = 1; i <= kQueued; ++i) {
-    clients.push_back(send_request(proxy_port(), proxy_get(origin_url(slow_path(i)))));
-  }
-  // Wait until the stage holds every client (plus the worker's origin socket), so that the
-  // queued ones are in its queue rather than in the kernel's backlog.
-  ASSERT_TRUE(eventually([&] { return fd_count(pid) >= idle_fds + clients.size() + 1; },
-                         kDeadline));
-
-  // The busy client gets its response (2 s is inside the grace period); the queued ones never
-  // reach a worker, and are told so with a 503 and a clean close.
-  harness::ExitStatus status = stage_->stop(10s);
+  harness::ExitStatus status;
+  std::vector<HttpResponse> responses = stop_with_clients_waiting(kQueued, "8", status);
   EXPECT_TRUE(status.clean()) << stage_log();
   std::vector<int> statuses;
-  for (const proxy::Socket& client : clients) {
-    std::optional<HttpResponse> r = read_response(client, kDeadline);
-    ASSERT_TRUE(r.has_value());
-    EXPECT_TRUE(r->complete);
-    EXPECT_EQ(r->field("X-Cache"), "MISS");
-    statuses.push_back(r->status);
+  for (const HttpResponse& r : responses) {
+    EXPECT_TRUE(r.complete);
+    EXPECT_EQ(r.field("X-Cache"), "MISS");
+    statuses.push_back(r.status);
   }
   EXPECT_THAT(statuses, ::testing::ElementsAre(200, 503, 503, 503, 503));
   EXPECT_EQ(origin_->request_count("/delay/"), 1u);
   EXPECT_EQ(stat_value(status.output, "errors"), kQueued) << status.output;
 }
 
-// The queue is full and the accept loop is blocked handing it one more client when the stop
+// The queue (2) is full and the accept loop is blocked handing it a third client when the stop
 // comes: the stop must end that wait, so the held client and the queued ones all get a 503
 // instead of waiting for the grace period to cut them off.
 TEST_P(PoolConcurrencyModel, AnswersQueuedClientsWith503WhenTheQueueIsFullAtStop) {
-  start_stage({"--workers", "1", "--queue", "2"});
-  const pid_t pid = stage_->pid();
-  const std::size_t idle_fds = fd_count(pid);
-  std::vector<proxy::Socket> clients;
-  clients.push_back(send_request(proxy_port(), proxy_get(origin_url(slow_path(0)))));
-  ASSERT_TRUE(origin_->wait_for_requests("/delay/", 1, kDeadline));  // the worker is busy
-  for (int i = 1; i <= 3; ++i) {  // two fill the queue, the third is held by the accept loop
-    clients.push_back(send_request(proxy_port(), proxy_get(origin_url(slow_path(i)))));
-  }
-  ASSERT_TRUE(eventually([&] { return fd_count(pid) >= idle_fds + clients.size() + 1; },
-                         kDeadline));
-
-  harness::ExitStatus status = stage_->stop(10s);
+  harness::ExitStatus status;
+  std::vector<HttpResponse> responses = stop_with_clients_waiting(3, "2", status);
   EXPECT_TRUE(status.clean()) << stage_log();
   std::vector<int> statuses;
-  for (const proxy::Socket& client : clients) {
-    std::optional<HttpResponse> r = read_response(client, kDeadline);
-    ASSERT_TRUE(r.has_value());
-    statuses.push_back(r->status);
-  }
+  for (const HttpResponse& r : responses) statuses.push_back(r.status);
   EXPECT_THAT(statuses, ::testing::ElementsAre(200, 503, 503, 503));
   EXPECT_EQ(origin_->request_count("/delay/"), 1u);
 }
