@@ -61,7 +61,7 @@ clean:
 # tinyproxy and nginx (scripts/install-deps peers). Only the programs they run are built.
 # make sweep [STAGE=stage3-pool] [WORKERS="1 2 4 ..."] [CONNECTIONS=100] [DURATION=10]
 #            [ORIGIN_DELAY_MS=20] [ORIGIN_CAPACITY=0] [WORKLOAD=miss|hit] [QUICK=1]
-# make bench [DURATION=5] [BENCH_CONNECTIONS="1 10 100 400"] [POOL_WORKERS=32] [PEERS=1] [QUICK=1]
+# make bench [DURATION=5] [BENCH_CONNECTIONS="1 10 100 400"] [POOL_WORKERS=128] [PEERS=1] [QUICK=1]
 .PHONY: sweep bench deps-bench
 STAGE ?= stage3-pool
 WORKERS ?= 1 2 4 8 16 32 64 128
@@ -70,7 +70,7 @@ ORIGIN_DELAY_MS ?= 20
 ORIGIN_CAPACITY ?= 0
 WORKLOAD ?= miss
 BENCH_CONNECTIONS ?= 1 10 100 400
-POOL_WORKERS ?= 32
+POOL_WORKERS ?= 128
 ifeq ($(QUICK),1)
 SWEEP_DURATION = $(or $(DURATION),2)
 BENCH_DURATION = $(or $(DURATION),1)

@@ -99,7 +99,7 @@ std::string csv_row(const LoadPoint& p) {
       std::to_string(w.errors.timeout),
       std::to_string(w.errors.status),
       w.apdex_t_ms > 0 ? number_field(w.apdex_t_ms) : "",
-      number_field(apdex(w)),
+      number_field(point_apdex(p)),
       std::to_string(p.process.peak_rss_kib),
       std::to_string(p.process.peak_vsz_kib),
       std::to_string(p.process.threads),
@@ -107,6 +107,55 @@ std::string csv_row(const LoadPoint& p) {
   std::string line;
   for (std::size_t i = 0; i < fields.size(); ++i) line += (i == 0 ? "" : ",") + fields[i];
   return line;
+}
+
+double point_apdex(const LoadPoint& point) {
+  return std::isnan(point.apdex_read) ? apdex(point.wrk) : point.apdex_read;
+}
+
+LoadPoint read_csv_row(std::string_view line) {
+  const auto columns = csv_columns();
+  const auto fields = split_csv_line(line);
+  if (fields.size() != columns.size())
+    throw std::runtime_error("CSV row has " + std::to_string(fields.size()) + " fields, expected " +
+                             std::to_string(columns.size()) + ": " + std::string(line));
+  auto at = [&](const char* name) -> const std::string& {
+    for (std::size_t i = 0; i < columns.size(); ++i)
+      if (columns[i] == name) return fields[i];
+    throw std::logic_error(std::string("no column ") + name);
+  };
+  auto real = [&](const char* name) {
+    const std::string& text = at(name);
+    return text.empty() ? std::numeric_limits<double>::quiet_NaN() : std::stod(text);
+  };
+  auto count = [&](const char* name) -> std::uint64_t {
+    const std::string& text = at(name);
+    return text.empty() ? 0 : std::stoull(text);
+  };
+  LoadPoint p;
+  p.scenario = at("scenario");
+  p.server = at("server");
+  p.workload = at("workload");
+  p.workers = static_cast<int>(count("workers"));
+  p.connections = static_cast<int>(count("connections"));
+  p.body_bytes = static_cast<int>(count("body_bytes"));
+  p.origin_delay_ms = static_cast<int>(count("origin_delay_ms"));
+  p.origin_capacity = static_cast<int>(count("origin_capacity"));
+  p.bound_rps = at("bound_rps").empty() ? std::numeric_limits<double>::infinity() : real("bound_rps");
+  p.wrk.duration_s = real("duration_s");
+  p.wrk.requests = count("requests");
+  p.wrk.requests_per_s = real("requests_per_s");
+  p.wrk.latency_ms = {real("latency_mean_ms"), real("latency_p50_ms"), real("latency_p90_ms"),
+                      real("latency_p99_ms"), real("latency_max_ms")};
+  p.wrk.errors = {count("errors_connect"), count("errors_read"), count("errors_write"),
+                  count("errors_timeout"), count("errors_status")};
+  p.wrk.apdex_t_ms = at("apdex_t_ms").empty() ? 0 : real("apdex_t_ms");
+  p.apdex_read = real("apdex");
+  p.process.peak_rss_kib = static_cast<long>(count("peak_rss_kib"));
+  p.process.peak_vsz_kib = static_cast<long>(count("peak_vsz_kib"));
+  p.process.threads = static_cast<long>(count("peak_threads"));
+  p.process.cpu_seconds = real("cpu_seconds");
+  return p;
 }
 
 std::vector<std::string> split_csv_line(std::string_view line) {

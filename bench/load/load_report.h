@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,7 +49,16 @@ struct LoadPoint {
   double bound_rps = 0;        ///< Little's-law bound for this point (+inf: none)
   harness::WrkResult wrk;      ///< throughput, latency, errors
   harness::ProcStats process;  ///< peak memory, peak threads, CPU seconds of the proxy
+  /// APDEX as read back from a CSV (read_csv_row); NaN: compute it from `wrk` (point_apdex).
+  double apdex_read = std::numeric_limits<double>::quiet_NaN();
 };
+
+/// The point's APDEX: apdex(point.wrk), or the value read back from a CSV.
+double point_apdex(const LoadPoint& point);
+
+/// Parses one csv_row line back into a LoadPoint (for re-drawing tables and plots from a
+/// saved CSV). Throws std::runtime_error when the field count does not match csv_columns().
+LoadPoint read_csv_row(std::string_view line);
 
 /// The CSV header: one name per column, in csv_row's order. Columns: scenario, server,
 /// workload, workers, connections, body_bytes, origin_delay_ms, origin_capacity, duration_s,

@@ -109,6 +109,7 @@ std::string gnuplot_script(const SweepOptions& o, const std::vector<int>& connec
       "set terminal pngcairo size 1200,750 font 'sans,11'\nset output '" +
           (csv.parent_path() / "sweep.png").string() + "'\n"};
   for (const auto& terminal : terminals) {
+    bool titled_errors = false;  // one key entry for the error marks
     gp << terminal << "plot ";
     for (std::size_t i = 0; i < connections.size(); ++i) {
       const int c = connections[i];
@@ -129,10 +130,12 @@ std::string gnuplot_script(const SweepOptions& o, const std::vector<int>& connec
       // Only drawn where a point had errors: gnuplot 5.4 crashes on a label plot with no
       // valid point.
       if (with_errors.count(c) == 0) continue;
+      const bool errors_titled = titled_errors;
+      titled_errors = true;
       gp << ", \\\n     "
          << file << " using " << workers << ":" << only << "(" << errors.str() << ") > 0 ? $"
          << rps << " : 1/0 : 1/0) with points pt 2 ps 2.5 lw 2 lc rgb '#d62728' title "
-         << "'errors (count)', \\\n     "
+         << (errors_titled ? "''" : "'errors (count)'") << ", \\\n     "
          << file << " using " << workers << ":" << only << "(" << errors.str() << ") > 0 ? $"
          << rps << " : 1/0 : 1/0):(sprintf('%d', " << errors.str()
          << ")) with labels offset 0,1.2 tc rgb '#d62728' notitle";
