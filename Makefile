@@ -55,3 +55,20 @@ bench-dispatch: release
 
 clean:
 	rm -rf build
+
+# ---- Grading (grader/, README "Grading") -------------------------------------------------------
+# make grade [SUBMISSION=DIR] [STAGES=1,3] [LAB=N] [QUICK=1]; make grade-mutants [MUTANTS=a,b]
+SUBMISSION ?= .
+GRADE_FLAGS = --submission $(SUBMISSION) $(if $(STAGES),--stages $(STAGES)) \
+	$(if $(LAB),--lab $(LAB)) $(if $(QUICK),--quick) $(if $(RUBRIC),--rubric $(RUBRIC))
+.PHONY: grade grade-mutants grader
+
+grader: build/release/build.ninja
+	@scripts/install-deps --if-missing build grade
+	cmake --build --preset release -j $(JOBS) --target grader
+
+grade: grader
+	build/release/bin/grader $(GRADE_FLAGS) $(GRADE_ARGS)
+
+grade-mutants: grader
+	build/release/bin/grader --mutants $(or $(MUTANTS),all) $(if $(QUICK),--quick) $(GRADE_ARGS)

@@ -518,8 +518,15 @@ StressRun stress(const StageInfo& stage, const std::string& build, const json& p
     run.hang_when = when;
     run.stacks = thread_stacks(proxy.process->pid(), ctx.gdb);
   };
+  auto since_progress = [&] {
+    Clock::time_point last{Clock::duration(last_progress.load())};
+    return std::chrono::duration<double>(Clock::now() - last).count();
+  };
   const auto start = Clock::now();
-  while (seconds_since(start) < load_s) {
+  // The load lasts load_s, and then until responses are flowing (one in the last second):
+  // a stage that stopped answering is given stall_s to recover before the watchdog calls it
+  // a hang, however short the load.
+  for (;;) {
     if (!proxy.process->running()) {
       run.died_early = true;
       break;
@@ -529,6 +536,7 @@ StressRun stress(const StageInfo& stage, const std::string& build, const json& p
            " s while the process was alive");
       break;
     }
+    if (seconds_since(start) >= load_s && since_progress() < 1.0) break;
     std::this_thread::sleep_for(50ms);  // the watchdog's polling period
   }
   if (!run.hung && !run.died_early) {
