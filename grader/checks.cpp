@@ -450,6 +450,7 @@ struct StressRun {
   std::string hang_when;  ///< "under load" or "after SIGTERM"
   std::string stacks;     ///< gdb's thread apply all bt, when hung
   bool died_early = false;
+  bool full_at_stop = false;  ///< pool stages: workers busy, queue full when SIGTERM came
   harness::ExitStatus status;
   long completed = 0;
   long errors = 0;
@@ -469,6 +470,8 @@ StressRun stress(const StageInfo& stage, const std::string& build, const json& p
                              std::to_string(params.value("max_object_bytes", 8000))});
   Launched proxy = launch(stage, build, flags, ctx, tag);
   const std::uint16_t port = proxy.process->port();
+  const pid_t pid = proxy.process->pid();
+  const std::size_t idle_fds = fd_count(pid);
   const int clients = params.value("clients", 12);
   const double load_s = params.value(ctx.quick ? "quick_seconds" : "seconds", 3.0);
   const double stall_s = params.value("stall_seconds", 8.0);
@@ -539,6 +542,22 @@ StressRun stress(const StageInfo& stage, const std::string& build, const json& p
     if (seconds_since(start) >= load_s && since_progress() < 1.0) break;
     std::this_thread::sleep_for(50ms);  // the watchdog's polling period
   }
+  // The stop lands on a full house: every worker busy with a slow origin, the queue full and
+  // the accept loop holding one more client -- the paths a shutdown bug hides in.
+  std::vector<proxy::Socket> slow;
+  if (!run.hung && !run.died_early && stage.pool) {
+    const int workers = params.value("workers", 2), queue = params.value("queue", 2);
+    for (int i = 0; i < workers; ++i) {
+      try {
+        slow.push_back(testing_support::send_request(
+            port, testing_support::proxy_get(base + "/delay/2000/bytes/100?at-stop=" +
+                                             std::to_string(i))));
+      } catch (const std::exception&) {
+      }
+    }
+    const std::size_t full = idle_fds + 2 * workers + queue + 1;
+    run.full_at_stop = eventually([&] { return fd_count(pid) >= full; }, 5s);
+  }
   if (!run.hung && !run.died_early) {
     proxy.process->send_signal(SIGTERM);
     const auto term = Clock::now();
@@ -562,7 +581,9 @@ StressRun stress(const StageInfo& stage, const std::string& build, const json& p
 std::string run_header(const StressRun& run, int index) {
   return "run " + std::to_string(index + 1) + ": " + std::to_string(run.completed) +
          " responses completed, " + std::to_string(run.errors) + " failed or refused; the stage " +
-         (run.hung ? "HUNG " + run.hang_when : exit_text(run.status)) + "\n";
+         (run.hung ? "HUNG " + run.hang_when : exit_text(run.status)) +
+         (run.full_at_stop ? "; SIGTERM came with every worker busy and the queue full" : "") +
+         "\n";
 }
 
 std::string tail(const std::string& text, std::size_t max) {

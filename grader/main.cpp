@@ -308,17 +308,24 @@ std::set<std::string> parse_list(const std::string& list) {
   return items;
 }
 
-/// Copies a source tree, leaving out build products and version control.
+/// Copies a source tree, leaving out build products and version control. Files whose content
+/// is already there are left alone, so their mtimes stay and a rerun rebuilds incrementally.
 void copy_tree(const fs::path& from, const fs::path& to) {
   fs::create_directories(to);
-  for (const auto& entry : fs::directory_iterator(from)) {
-    const std::string name = entry.path().filename().string();
-    if (name == "build" || name == "results" || name == ".git") continue;
-    if (entry.is_directory()) {
-      fs::copy(entry.path(), to / name,
-               fs::copy_options::recursive | fs::copy_options::overwrite_existing);
-    } else {
-      fs::copy_file(entry.path(), to / name, fs::copy_options::overwrite_existing);
+  for (auto it = fs::recursive_directory_iterator(from); it != fs::recursive_directory_iterator();
+       ++it) {
+    const fs::path relative = fs::relative(it->path(), from);
+    const std::string top = relative.begin()->string();
+    if (top == "build" || top == "results" || top == ".git") {
+      if (it->is_directory()) it.disable_recursion_pending();
+      continue;
+    }
+    const fs::path target = to / relative;
+    if (it->is_directory()) {
+      fs::create_directories(target);
+    } else if (it->is_regular_file()) {
+      if (fs::exists(target) && slurp(target.string()) == slurp(it->path().string())) continue;
+      fs::copy_file(it->path(), target, fs::copy_options::overwrite_existing);
     }
   }
 }
@@ -420,9 +427,7 @@ int main(int argc, char** argv) {
   if (!mutants_arg.empty()) {
     std::set<std::string> wanted = parse_list(mutants_arg);
     const fs::path tree = fs::path(out_dir) / "mutants" / "src";
-    std::error_code ec;
-    fs::remove_all(tree, ec);
-    copy_tree(submission, tree);
+    copy_tree(submission, tree);  // also undoes whatever mutant a previous run left planted
     std::vector<std::string> previous;
     std::string table = "| mutant | check meant to catch it | caught |\n| --- | --- | --- |\n";
     std::string details;
