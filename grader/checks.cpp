@@ -724,8 +724,10 @@ RunOutcome measure_throughput(const CheckSpec&, const StageInfo& stage, const Ch
   const std::string base = "http://127.0.0.1:" + std::to_string(origin.port());
   Launched proxy = launch(stage, "release", {}, ctx, "throughput");
   json data = json::object();
-  std::string out;
   const int seconds = t.value(ctx.quick ? "quick_seconds" : "seconds", 2);
+  std::string out = t.value("close", false)
+                        ? "  (each request on a new connection: Connection: close)\n"
+                        : "  (keep-alive connections)\n";
   for (const std::string workload : {"hit", "miss"}) {
     for (int connections : t.value("connections", std::vector<int>{1, 10, 100})) {
       harness::WrkOptions options;
@@ -733,6 +735,7 @@ RunOutcome measure_throughput(const CheckSpec&, const StageInfo& stage, const Ch
       options.target = workload == "hit" ? base + "/bytes/1024"
                                          : base + "/delay/" + std::to_string(delay) + "/bytes/1024";
       options.workload = workload;
+      options.close = t.value("close", false);
       options.connections = connections;
       options.threads = std::min(connections, 2);
       options.duration = std::chrono::seconds(seconds);
