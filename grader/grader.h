@@ -82,6 +82,7 @@ struct CheckContext {
   std::string work_dir;     ///< scratch space for logs of this run (exists)
   std::string gdb = "gdb";  ///< debugger for the hang watchdog
   bool quick = false;
+  int run = 0;  ///< which repeat of the check this is, from 0
   nlohmann::json throughput;  ///< the rubric's throughput block
   std::string wrk_script;     ///< bench/wrk/proxy.lua of the grading tree
 };

@@ -245,6 +245,7 @@ std::vector<CheckResult> grade(const std::vector<CheckSpec>& checks, std::vector
                      format_duration(elapsed).c_str(), format_duration(eta).c_str(),
                      stage.dir.c_str(), spec.id.c_str(), r + 1, spec.repeats);
         grader::CheckContext run_ctx = ctx;
+        run_ctx.run = r;
         run_ctx.work_dir = out_dir + "/logs/" + safe_name(stage.dir) + "/" + spec.id + "-" +
                            std::to_string(r + 1);
         fs::create_directories(run_ctx.work_dir);
