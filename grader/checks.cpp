@@ -451,6 +451,7 @@ struct StressRun {
   harness::ExitStatus status;
   long completed = 0;
   long errors = 0;
+  long errors_before_stop = 0;  ///< failed before SIGTERM (after it, refusals are expected)
   std::string log;           ///< the stage's stderr
   std::string valgrind_log;  ///< memcheck's log, under Valgrind
 };
@@ -555,6 +556,7 @@ StressRun stress(const StageInfo& stage, const std::string& build, const json& p
     const std::size_t full = idle_fds + 2 * workers + queue + 1;
     run.full_at_stop = eventually([&] { return fd_count(pid) >= full; }, 5s);
   }
+  run.errors_before_stop = errors.load();
   if (!run.hung && !run.died_early) {
     proxy.process->send_signal(SIGTERM);
     const auto term = Clock::now();
@@ -577,7 +579,10 @@ StressRun stress(const StageInfo& stage, const std::string& build, const json& p
 
 std::string run_header(const StressRun& run, int index) {
   return "run " + std::to_string(index + 1) + ": " + std::to_string(run.completed) +
-         " responses completed, " + std::to_string(run.errors) + " failed or refused; the stage " +
+         " responses completed; " + std::to_string(run.errors_before_stop) +
+         " requests failed before the SIGTERM, " +
+         std::to_string(run.errors - run.errors_before_stop) +
+         " after it (refused or cut: expected); the stage " +
          (run.hung ? "HUNG " + run.hang_when : exit_text(run.status)) +
          (run.full_at_stop ? "; SIGTERM came with every worker busy and the queue full" : "") +
          "\n";
