@@ -94,3 +94,20 @@ bench: deps-bench build/release/build.ninja
 	build/release/bin/stage-bench --duration $(BENCH_DURATION) \
 	  --connections "$(BENCH_CONNECTIONS)" --pool-workers $(POOL_WORKERS) \
 	  $(if $(filter 1,$(PEERS)),--peers) --out results/bench
+
+# ---- Grading (grader/, README "Grading") -------------------------------------------------------
+# make grade [SUBMISSION=DIR] [STAGES=1,3] [LAB=N] [QUICK=1]; make grade-mutants [MUTANTS=a,b]
+SUBMISSION ?= .
+GRADE_FLAGS = --submission $(SUBMISSION) $(if $(STAGES),--stages $(STAGES)) \
+	$(if $(LAB),--lab $(LAB)) $(if $(QUICK),--quick) $(if $(RUBRIC),--rubric $(RUBRIC))
+.PHONY: grade grade-mutants grader
+
+grader: build/release/build.ninja
+	@scripts/install-deps --if-missing build grade
+	cmake --build --preset release -j $(JOBS) --target grader
+
+grade: grader
+	build/release/bin/grader $(GRADE_FLAGS) $(GRADE_ARGS)
+
+grade-mutants: grader
+	build/release/bin/grader --mutants $(or $(MUTANTS),all) $(if $(QUICK),--quick) $(GRADE_ARGS)

@@ -1,0 +1,539 @@
+// grader: builds a submission out of tree and grades each of its stages against
+// grader/rubric.json, or (--mutants) proves the checks can fail by grading planted-bug
+// variants of stage 3. See README.md, "Grading".
+#include <CLI/CLI.hpp>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "grader.h"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+using grader::CheckResult;
+using grader::CheckSpec;
+using grader::RunOutcome;
+using grader::StageInfo;
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string format_duration(double s) {
+  char buf[32];
+  if (s >= 60) {
+    std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.0fs", s);
+  }
+  return buf;
+}
+
+/// The compiler's complaints from a build log: each line naming an error with a little
+/// context, at most `max_lines`.
+std::string compiler_errors(const std::string& log, std::size_t max_lines = 80) {
+  std::stringstream in(log);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  std::string out;
+  std::size_t kept = 0;
+  std::set<std::size_t> shown;
+  for (std::size_t i = 0; i < lines.size() && kept < max_lines; ++i) {
+    if (lines[i].find("error") == std::string::npos && lines[i].find("Error") == std::string::npos)
+      continue;
+    for (std::size_t j = i == 0 ? 0 : i - 1; j < std::min(lines.size(), i + 4); ++j) {
+      if (shown.insert(j).second && kept < max_lines) {
+        out += lines[j] + "\n";
+        ++kept;
+      }
+    }
+  }
+  if (out.empty()) {
+    out = lines.size() > max_lines ? "...\n" : "";
+    for (std::size_t i = lines.size() > max_lines ? lines.size() - max_lines : 0; i < lines.size(); ++i)
+      out += lines[i] + "\n";
+  }
+  return out;
+}
+
+/// Stage directories of `root`: stage*-* holding a CMakeLists.txt, sorted.
+std::vector<StageInfo> discover_stages(const std::string& root) {
+  std::vector<StageInfo> stages;
+  for (const auto& entry : fs::directory_iterator(root)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_directory() || name.rfind("stage", 0) != 0 || name.find('-') == std::string::npos ||
+        !fs::exists(entry.path() / "CMakeLists.txt")) {
+      continue;
+    }
+    StageInfo stage;
+    stage.dir = name;
+    stage.number = std::atoi(name.c_str() + 5);
+    stages.push_back(stage);
+  }
+  std::sort(stages.begin(), stages.end(),
+            [](const StageInfo& a, const StageInfo& b) { return a.dir < b.dir; });
+  return stages;
+}
+
+/// Configures `source` into `dir` for `build` and builds each stage's target; fills in the
+/// binaries that built and the errors of those that did not. Never writes into `source`.
+void build_submission(const std::string& source, const std::string& dir, const std::string& build,
+                      std::vector<StageInfo>& stages, int jobs) {
+  fs::create_directories(dir);
+  const std::string type = build == "debug" ? "Debug" : "RelWithDebInfo";
+  const std::string sanitizer = build == "tsan" ? "thread" : "";
+  const std::string configure_log = dir + "/configure.log";
+  std::string cmd = "cmake -S " + shell_quote(source) + " -B " + shell_quote(dir) +
+                    " -G Ninja -DCMAKE_BUILD_TYPE=" + type + " -DSANITIZER=" + sanitizer +
+                    " -DPROXY_BUILD_TESTS=OFF > " + shell_quote(configure_log) + " 2>&1";
+  if (std::system(cmd.c_str()) != 0) {
+    std::string errors = compiler_errors(slurp(configure_log));
+    for (StageInfo& stage : stages) stage.build_errors[build] = "cmake could not configure:\n" + errors;
+    return;
+  }
+  for (StageInfo& stage : stages) {
+    const std::string log = dir + "/build-" + stage.dir + ".log";
+    std::string b = "cmake --build " + shell_quote(dir) + " --target " + stage.dir + " -j " +
+                    std::to_string(jobs) + " > " + shell_quote(log) + " 2>&1";
+    const std::string binary = dir + "/bin/" + stage.dir;
+    if (std::system(b.c_str()) == 0 && fs::exists(binary)) {
+      stage.binaries[build] = fs::absolute(binary).string();
+    } else {
+      stage.build_errors[build] = compiler_errors(slurp(log));
+    }
+  }
+}
+
+bool offers_workers(const std::string& binary) {
+  std::string cmd = shell_quote(binary) + " --help 2>&1";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (!pipe) return false;
+  std::string out;
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
+  ::pclose(pipe);
+  return out.find("--workers") != std::string::npos;
+}
+
+/// Runs one repeat of a check in a child process of its own (its own process group), so that
+/// a hang anywhere is ended by the time limit: the whole group, stage processes included, is
+/// killed and the check fails.
+RunOutcome run_isolated(const CheckSpec& spec, const StageInfo& stage, const grader::CheckContext& ctx) {
+  const std::string result_path = ctx.work_dir + "/result.json";
+  fs::remove(result_path);
+  std::cout.flush();
+  std::cerr.flush();
+  pid_t child = ::fork();
+  if (child < 0) return {false, "the grader could not fork", {}};
+  if (child == 0) {
+    ::setpgid(0, 0);
+    RunOutcome outcome = grader::run_check_once(spec, stage, ctx);
+    std::ofstream(result_path) << json{{"passed", outcome.passed}, {"output", outcome.output},
+                                       {"data", outcome.data}}
+                                      .dump();
+    std::cout.flush();
+    ::_exit(0);
+  }
+  ::setpgid(child, child);
+  const auto deadline = Clock::now() + std::chrono::seconds(spec.time_limit_s);
+  int status = 0;
+  bool done = false;
+  while (Clock::now() < deadline) {
+    if (::waitpid(child, &status, WNOHANG) == child) {
+      done = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // polling the child's exit
+  }
+  if (!done) {
+    ::kill(-child, SIGKILL);
+    ::waitpid(child, &status, 0);
+    return {false,
+            "time limit of " + std::to_string(spec.time_limit_s) +
+                " s exceeded: the check was killed with every process it started",
+            {}};
+  }
+  ::kill(-child, SIGKILL);  // anything it left behind
+  try {
+    json r = json::parse(slurp(result_path));
+    return {r.at("passed"), r.at("output"), r.value("data", json())};
+  } catch (const std::exception&) {
+    return {false, "the check ended without a result (status " + std::to_string(status) + ")", {}};
+  }
+}
+
+std::string safe_name(std::string s) {
+  for (char& c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
+  }
+  return s;
+}
+
+/// Grades `stages` with `checks`, printing progress; returns one result per (stage, check).
+std::vector<CheckResult> grade(const std::vector<CheckSpec>& checks, std::vector<StageInfo>& stages,
+                               grader::CheckContext ctx, const grader::Rubric& rubric,
+                               const std::string& out_dir, Clock::time_point start,
+                               bool stop_at_first_failure = false) {
+  struct Planned {
+    const CheckSpec* spec;
+    StageInfo* stage;
+  };
+  std::vector<Planned> plan;
+  // Throughput last: it compares stages with each other once all are measured.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (StageInfo& stage : stages) {
+      for (const CheckSpec& spec : checks) {
+        if ((spec.id == "throughput") != (pass == 1)) continue;
+        if (spec.pool_only && !stage.pool) continue;
+        plan.push_back({&spec, &stage});
+      }
+    }
+  }
+  double estimate_total = 0;
+  for (const Planned& p : plan) estimate_total += p.spec->estimate_s * p.spec->repeats;
+  double estimate_done = 0;
+  const double started_at = std::chrono::duration<double>(Clock::now() - start).count();
+
+  std::vector<CheckResult> results;
+  std::map<std::string, json> measured;
+  std::map<std::string, std::size_t> throughput_index;
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    const CheckSpec& spec = *plan[i].spec;
+    StageInfo& stage = *plan[i].stage;
+    CheckResult result{stage.dir, spec.id, spec.name, 0, spec.points, false, spec.visibility, "", 0,
+                       false};
+    const auto check_start = Clock::now();
+    auto built = stage.binaries.find(spec.build);
+    if (built == stage.binaries.end()) {
+      auto errors = stage.build_errors.find(spec.build);
+      result.output = "The " + spec.build + " build of " + stage.dir + " failed, so this check " +
+                      "could not run. The compiler said:\n" +
+                      (errors != stage.build_errors.end() ? errors->second : "(no log)");
+    } else {
+      std::string outputs;
+      bool passed = true;
+      for (int r = 0; r < spec.repeats; ++r) {
+        double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+        double rate = estimate_done > 0 ? (elapsed - started_at) / estimate_done : 1.0;
+        double eta = (estimate_total - estimate_done) * std::max(rate, 0.5);
+        std::fprintf(stderr, "[grade %7s | ETA %7s] %-18s %-17s run %d/%d\n",
+                     format_duration(elapsed).c_str(), format_duration(eta).c_str(),
+                     stage.dir.c_str(), spec.id.c_str(), r + 1, spec.repeats);
+        grader::CheckContext run_ctx = ctx;
+        run_ctx.run = r;
+        run_ctx.work_dir = out_dir + "/logs/" + safe_name(stage.dir) + "/" + spec.id + "-" +
+                           std::to_string(r + 1);
+        fs::create_directories(run_ctx.work_dir);
+        RunOutcome outcome = run_isolated(spec, stage, run_ctx);
+        estimate_done += spec.estimate_s;
+        if (spec.repeats > 1) outputs += "--- run " + std::to_string(r + 1) + " ---\n";
+        outputs += outcome.output;
+        if (spec.id == "throughput") measured[stage.dir] = outcome.data;
+        if (!outcome.passed) {
+          passed = false;
+          estimate_done += spec.estimate_s * (spec.repeats - r - 1);
+          break;  // one failing run is enough evidence; the rest would repeat it
+        }
+      }
+      result.passed = passed;
+      result.output = outputs;
+    }
+    auto lesson = spec.expected_to_fail.find(stage.dir);
+    if (!result.passed && lesson != spec.expected_to_fail.end()) {
+      result.expected_failure = true;
+      result.output = "EXPECTED: " + lesson->second + "\n\n" + result.output;
+    }
+    result.score = result.passed ? spec.points : 0;
+    result.seconds = std::chrono::duration<double>(Clock::now() - check_start).count();
+    if (spec.id == "throughput") throughput_index[stage.dir] = results.size();
+    results.push_back(result);
+    if (stop_at_first_failure && !result.passed) break;
+  }
+  if (!throughput_index.empty()) {
+    auto verdicts = grader::judge_throughput(rubric.throughput, measured);
+    for (const auto& [stage, index] : throughput_index) {
+      CheckResult& r = results[index];
+      auto v = verdicts.find(stage);
+      if (v == verdicts.end()) continue;
+      r.output += v->second.output.empty()
+                      ? "  (no ratio threshold names this stage: measured for comparison only)\n"
+                      : "\nCompared with the other stages of this run:\n" + v->second.output;
+      if (!v->second.passed) r.passed = false;
+      r.score = r.passed ? r.max_score : 0;
+    }
+  }
+  (void)rubric;
+  return results;
+}
+
+std::set<int> parse_stage_numbers(const std::string& list) {
+  std::set<int> numbers;
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) numbers.insert(std::atoi(item.c_str()));
+  }
+  return numbers;
+}
+
+std::set<std::string> parse_list(const std::string& list) {
+  std::set<std::string> items;
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) items.insert(item);
+  }
+  return items;
+}
+
+/// Copies a source tree, leaving out build products and version control. Files whose content
+/// is already there are left alone, so their mtimes stay and a rerun rebuilds incrementally.
+void copy_tree(const fs::path& from, const fs::path& to) {
+  fs::create_directories(to);
+  for (auto it = fs::recursive_directory_iterator(from); it != fs::recursive_directory_iterator();
+       ++it) {
+    const fs::path relative = fs::relative(it->path(), from);
+    const std::string top = relative.begin()->string();
+    if (top == "build" || top == "results" || top == ".git") {
+      if (it->is_directory()) it.disable_recursion_pending();
+      continue;
+    }
+    const fs::path target = to / relative;
+    if (it->is_directory()) {
+      fs::create_directories(target);
+    } else if (it->is_regular_file()) {
+      if (fs::exists(target) && slurp(target.string()) == slurp(it->path().string())) continue;
+      fs::copy_file(it->path(), target, fs::copy_options::overwrite_existing);
+    }
+  }
+}
+
+/// Files a unified diff changes ("+++ b/PATH" lines).
+std::vector<std::string> patched_files(const std::string& patch) {
+  std::vector<std::string> files;
+  std::stringstream in(patch);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("+++ ", 0) == 0) {
+      std::string path = line.substr(4);
+      path = path.substr(0, path.find('\t'));
+      if (path.rfind("b/", 0) == 0) path = path.substr(2);
+      files.push_back(path);
+    }
+  }
+  return files;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"grader: builds a submission out of tree and grades each stage against the "
+               "rubric (correctness, concurrency, cache, shutdown, races, deadlocks, memory, "
+               "throughput); with --mutants, grades planted-bug variants of stage 3 instead",
+               "grader"};
+  std::string submission = ".";
+  std::string stages_arg;
+  std::string checks_arg;
+  std::string rubric_path = GRADER_RUBRIC;
+  std::string out_dir = "results/grade";
+  std::string build_root;
+  std::string prebuilt;
+  std::string mutants_arg;
+  std::string gdb = "gdb";
+  int lab = 0;
+  bool quick = false;
+  bool expect_full = false;
+  int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  app.add_option("--submission", submission, "The tree to grade (this repository's layout)")
+      ->capture_default_str();
+  app.add_option("--stages", stages_arg, "Stage numbers to grade, e.g. 1,3 (default: every stage)");
+  app.add_option("--lab", lab, "Grade the stage of lab N (lab N is stage N)");
+  app.add_option("--checks", checks_arg, "Only these check ids, e.g. correctness,cache");
+  app.add_option("--rubric", rubric_path, "Points, visibility, repeats, time limits, thresholds")
+      ->capture_default_str();
+  app.add_option("--out", out_dir, "Where report.md, results.json, junit.xml and logs go")
+      ->capture_default_str();
+  app.add_option("--build-dir", build_root, "Out-of-tree builds of the submission (default OUT/build)");
+  app.add_option("--prebuilt", prebuilt,
+                 "Grade the stage binaries in this directory instead of building (every check "
+                 "uses them as they are: no TSan unless they were built with it)");
+  app.add_option("--mutants", mutants_arg,
+                 "Grade planted-bug variants of stage 3: 'all' or a comma list of names; prints "
+                 "mutant -> check -> caught, exits 1 if any escaped");
+  app.add_option("--gdb", gdb, "Debugger the hang watchdog attaches")->capture_default_str();
+  app.add_option("-j,--jobs", jobs, "Parallel compile jobs")->capture_default_str();
+  app.add_flag("--quick", quick, "One repeat per check and shorter loads (the QUICK=1 budget)");
+  app.add_flag("--expect-full-marks", expect_full,
+               "Exit 1 unless every check passed or failed as the rubric expects (self-tests)");
+  CLI11_PARSE(app, argc, argv);
+
+  const auto start = Clock::now();
+  grader::Rubric rubric;
+  try {
+    rubric = grader::load_rubric(rubric_path, quick);
+  } catch (const std::exception& e) {
+    std::cerr << "grader: " << e.what() << "\n";
+    return 2;
+  }
+  if (!fs::is_directory(submission)) {
+    std::cerr << "grader: no submission directory " << submission << "\n";
+    return 2;
+  }
+  submission = fs::canonical(submission).string();
+  fs::create_directories(out_dir);
+  out_dir = fs::canonical(out_dir).string();
+  if (build_root.empty()) build_root = out_dir + "/build";
+  ::signal(SIGPIPE, SIG_IGN);
+
+  grader::CheckContext ctx;
+  ctx.gdb = gdb;
+  ctx.quick = quick;
+  ctx.throughput = rubric.throughput;
+
+  std::vector<CheckSpec> checks;
+  const std::set<std::string> only = parse_list(checks_arg);
+  for (const CheckSpec& spec : rubric.checks) {
+    if (only.empty() || only.count(spec.id)) checks.push_back(spec);
+  }
+  for (const std::string& id : only) {
+    if (std::none_of(checks.begin(), checks.end(), [&](const CheckSpec& c) { return c.id == id; })) {
+      std::cerr << "grader: the rubric has no check '" << id << "'\n";
+      return 2;
+    }
+  }
+
+  // ---- mutants -------------------------------------------------------------------------------
+  if (!mutants_arg.empty()) {
+    std::set<std::string> wanted = parse_list(mutants_arg);
+    const fs::path tree = fs::path(out_dir) / "mutants" / "src";
+    copy_tree(submission, tree);  // also undoes whatever mutant a previous run left planted
+    std::vector<std::string> previous;
+    std::string table = "| mutant | check meant to catch it | caught |\n| --- | --- | --- |\n";
+    std::string details;
+    int escaped = 0;
+    for (const grader::MutantSpec& m : rubric.mutants) {
+      if (!wanted.count("all") && !wanted.count(m.name)) continue;
+      // Undo the previous mutant; copies get a new mtime, so the incremental build notices.
+      for (const std::string& file : previous) {
+        fs::copy_file(fs::path(submission) / file, tree / file, fs::copy_options::overwrite_existing);
+      }
+      const std::string patch_path = (fs::path(rubric.directory) / m.patch).string();
+      previous = patched_files(slurp(patch_path));
+      std::string apply = "patch -s -p1 -d " + shell_quote(tree.string()) + " < " +
+                          shell_quote(patch_path) + " 2>&1";
+      auto spec_it = std::find_if(rubric.checks.begin(), rubric.checks.end(),
+                                  [&](const CheckSpec& c) { return c.id == m.check; });
+      if (spec_it == rubric.checks.end() || std::system(apply.c_str()) != 0) {
+        std::cerr << "grader: mutant " << m.name << ": patch does not apply or check '" << m.check
+                  << "' is not in the rubric\n";
+        return 2;
+      }
+      std::fprintf(stderr, "[mutants %7s] %s: building, then check %s\n",
+                   format_duration(std::chrono::duration<double>(Clock::now() - start).count()).c_str(),
+                   m.name.c_str(), m.check.c_str());
+      std::vector<StageInfo> stages;
+      for (StageInfo& s : discover_stages(tree.string())) {
+        if (s.number == 3) stages.push_back(s);
+      }
+      if (stages.empty()) {
+        std::cerr << "grader: the submission has no stage 3 to plant bugs in\n";
+        return 2;
+      }
+      build_submission(tree.string(), (fs::path(out_dir) / "mutants" / "build" / spec_it->build).string(),
+                       spec_it->build, stages, jobs);
+      if (stages[0].binaries.count("release") == 0 && spec_it->build != "release") {
+        build_submission(tree.string(), (fs::path(out_dir) / "mutants" / "build" / "release").string(),
+                         "release", stages, jobs);
+      }
+      auto bin = stages[0].binaries.begin();
+      if (bin != stages[0].binaries.end()) stages[0].pool = offers_workers(bin->second);
+      auto results = grade({*spec_it}, stages, ctx, rubric, out_dir + "/mutants/" + m.name, start, true);
+      bool caught = !results.empty() && !results[0].passed;
+      bool built = stages[0].binaries.count(spec_it->build) > 0;
+      if (!caught) ++escaped;
+      std::string verdict = !built ? "caught (did not build)" : caught ? "caught" : "NOT CAUGHT";
+      table += "| " + m.name + " | " + m.check + " | " + verdict + " |\n";
+      std::printf("%-22s -> %-17s -> %s\n", m.name.c_str(), m.check.c_str(), verdict.c_str());
+      std::fflush(stdout);
+      details += "## " + m.name + " -> " + m.check + ": " + verdict + "\n\n" + m.description +
+                 "\n\n```\n" + (results.empty() ? std::string() : results[0].output) + "```\n\n";
+    }
+    std::ofstream(fs::path(out_dir) / "mutants" / "report.md")
+        << "# Mutants: each planted bug and the check that must catch it\n\n" << table << "\n"
+        << details;
+    std::printf("\n%s(details: %s/mutants/report.md; %s)\n", table.c_str(), out_dir.c_str(),
+                format_duration(std::chrono::duration<double>(Clock::now() - start).count()).c_str());
+    return escaped == 0 ? 0 : 1;
+  }
+
+  // ---- the submission --------------------------------------------------------------------------
+  std::vector<StageInfo> stages = discover_stages(submission);
+  std::set<int> numbers = parse_stage_numbers(stages_arg);
+  if (lab > 0) numbers.insert(lab);
+  if (!numbers.empty()) {
+    std::erase_if(stages, [&](const StageInfo& s) { return !numbers.count(s.number); });
+  }
+  if (stages.empty()) {
+    std::cerr << "grader: no stage*-* directory with a CMakeLists.txt in " << submission
+              << (numbers.empty() ? "" : " matching --stages") << "\n";
+    return 2;
+  }
+  std::set<std::string> builds;
+  for (const CheckSpec& spec : checks) builds.insert(spec.build);
+  builds.insert("release");  // --help tells whether a stage has a pool
+  if (!prebuilt.empty()) {
+    for (StageInfo& stage : stages) {
+      const std::string binary = fs::absolute(fs::path(prebuilt) / stage.dir).string();
+      for (const std::string& build : builds) {
+        if (fs::exists(binary)) {
+          stage.binaries[build] = binary;
+        } else {
+          stage.build_errors[build] = "no prebuilt binary " + binary;
+        }
+      }
+    }
+  } else {
+    for (const std::string& build : builds) {
+      std::fprintf(stderr, "[grade %7s] building %s (%s) out of tree in %s/%s\n",
+                   format_duration(std::chrono::duration<double>(Clock::now() - start).count()).c_str(),
+                   submission.c_str(), build.c_str(), build_root.c_str(), build.c_str());
+      build_submission(submission, build_root + "/" + build, build, stages, jobs);
+    }
+  }
+  for (StageInfo& stage : stages) {
+    auto release = stage.binaries.find("release");
+    if (release != stage.binaries.end()) stage.pool = offers_workers(release->second);
+  }
+  std::vector<CheckResult> results = grade(checks, stages, ctx, rubric, out_dir, start);
+  const double total = std::chrono::duration<double>(Clock::now() - start).count();
+  std::cout << grader::write_reports(out_dir, submission, results, total);
+  std::cout.flush();
+  if (expect_full) {
+    for (const CheckResult& r : results) {
+      if (!r.passed && !r.expected_failure) return 1;
+    }
+  }
+  return 0;
+}
