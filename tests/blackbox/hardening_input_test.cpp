@@ -120,7 +120,10 @@ TEST_P(HardeningInput, EnforcesHeadLimitsAtTheirExactBoundaries) {
 // refused with 400 before a single byte goes to the origin.
 TEST_P(HardeningInput, RefusesSmugglingFramingsBeforeAnythingReachesTheOrigin) {
   start_stage();
-  const std::string line = "GET " + origin_url("/anything") + " HTTP/1.1\r\nHost: x\r\n";
+  // A raw origin counts connections: the scripted one counts only requests it read whole, and
+  // would miss a head that arrived without its body.
+  RawOrigin origin(ok_response("ok"));
+  const std::string line = "GET " + origin.url("/anything") + " HTTP/1.1\r\nHost: x\r\n";
   const std::vector<BadRequest> cases = {
       {"Content-Length with Transfer-Encoding",
        line + "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 400},
@@ -149,8 +152,10 @@ TEST_P(HardeningInput, RefusesSmugglingFramingsBeforeAnythingReachesTheOrigin) {
       {"bare LF in a chunk extension",
        line + "Transfer-Encoding: chunked\r\n\r\n5;a=\nb\r\nhello\r\n0\r\n\r\n", 400},
   };
-  for (const auto& c : cases) expect_refused(c.name, c.raw, c.status);
-  EXPECT_EQ(origin_->request_count(""), 0u) << origin_->stats_json();
+  for (const auto& c : cases) {
+    expect_refused(c.name, c.raw, c.status);
+    EXPECT_EQ(origin.connections(), 0) << c.name << " reached the origin";
+  }
 }
 
 // What may pass does pass, byte for byte: an empty body, a body split into one-byte packets, a
@@ -213,13 +218,14 @@ TEST_P(HardeningInput, RelaysRequestBodiesByteExactWhateverTheirFraming) {
 
 TEST_P(HardeningInput, RefusesBodiesOverTheLimitAndMethodsOtherThanGet) {
   start_stage();
-  const std::string line = "GET " + origin_url("/anything") + " HTTP/1.1\r\nHost: x\r\n";
+  RawOrigin origin(ok_response("ok"));
+  const std::string line = "GET " + origin.url("/anything") + " HTTP/1.1\r\nHost: x\r\n";
   expect_refused("Content-Length over 1 MiB", line + "Content-Length: 2000000\r\n\r\nabc", 413);
   std::string big_chunk = line + "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
   big_chunk += "100001\r\n" + std::string(0x100001, 'z') + "\r\n0\r\n\r\n";
   expect_refused("chunked body over 1 MiB", big_chunk, 413);
-  expect_refused("POST", closing_request(origin_url("/anything"), {"Content-Length: 2"}, 1, "POST") + "hi", 501);
-  EXPECT_EQ(origin_->request_count(""), 0u) << origin_->stats_json();
+  expect_refused("POST", closing_request(origin.url("/anything"), {"Content-Length: 2"}, 1, "POST") + "hi", 501);
+  EXPECT_EQ(origin.connections(), 0);
 }
 
 // A client that starts a body and stalls gets 408 within the client timeout, and the origin
@@ -227,8 +233,9 @@ TEST_P(HardeningInput, RefusesBodiesOverTheLimitAndMethodsOtherThanGet) {
 // than one at a time).
 TEST_P(HardeningInput, AnswersAStalledBodyWith408AndNeverBothersTheOrigin) {
   start_stage({"--client-timeout-ms", "500"});
+  RawOrigin origin(ok_response("ok"));
   proxy::Socket stalled = send_request(
-      proxy_port(), "GET " + origin_url("/anything") + " HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc");
+      proxy_port(), "GET " + origin.url("/anything") + " HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc");
   if (!sequential()) {
     HttpResponse other = closing_fetch(proxy_port(), origin_url("/bytes/10"));
     EXPECT_EQ(other.status, 200);
@@ -236,7 +243,7 @@ TEST_P(HardeningInput, AnswersAStalledBodyWith408AndNeverBothersTheOrigin) {
   auto r = read_response(stalled, 20s);
   ASSERT_TRUE(r.has_value()) << "no answer to a stalled body";
   EXPECT_EQ(r->status, 408);
-  EXPECT_EQ(origin_->request_count("/anything"), 0u);
+  EXPECT_EQ(origin.connections(), 0);
 
   // A head trickled slower than the deadline allows gets 408 too, not a worker held forever.
   auto connected = proxy::connect_tcp("127.0.0.1", proxy_port(), 5s);
