@@ -79,7 +79,13 @@ void Server::serve(Socket client) {
     reply_forbidden(std::move(client), stats_);
     return;
   }
-  serve_connection(std::move(client), *cache_, config_.proxy, stats_);
+  try {
+    serve_connection(std::move(client), *cache_, config_.proxy, stats_);
+  } catch (const std::exception& e) {
+    // serve_connection throws only when memory runs out. The client's socket closed as the
+    // stack unwound; the worker (stage 1: the accept loop) lives on to serve the next one.
+    log_line(std::string("transaction failed, connection closed: ") + e.what());
+  }
 }
 
 std::string Server::stats_line() const {

@@ -51,7 +51,8 @@ class Server {
   /// The next client, or nullopt once a stop was requested.
   std::optional<Socket> accept();
   /// Runs the shared transaction on one client (serve_connection), or answers 403 when the
-  /// client's address is outside --allow.
+  /// client's address is outside --allow. Never throws: a transaction that throws (out of
+  /// memory) closes its connection and logs one line, so the calling worker lives on.
   void serve(Socket client);
 
   [[nodiscard]] Cache& cache() noexcept { return *cache_; }

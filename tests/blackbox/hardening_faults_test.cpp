@@ -11,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -118,6 +119,9 @@ TEST_P(HardeningFaults, SurvivesRunningOutOfFileDescriptorsWithoutSpinning) {
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const double cpu_s = static_cast<double>(cpu_ticks(stage.pid()) - ticks_before) /
                        static_cast<double>(::sysconf(_SC_CLK_TCK));
+  std::cout << "[ INFO     ] " << kClients << " clients under ulimit -n 64: " << ok << " ok, "
+            << refused << " refused (502/503), " << cut << " cut; stage CPU " << cpu_s
+            << " s in " << wall_s << " s" << std::endl;
   EXPECT_GT(ok, 0) << ok << " ok, " << refused << " refused, " << cut << " cut";
   // A busy loop on EMFILE would burn a whole CPU for the whole time; real work is a few ms per
   // request. (Not a speed threshold: a bound on wasted CPU with a wide margin.)
