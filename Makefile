@@ -80,7 +80,9 @@ fuzz: fuzz-build
 	done
 
 # `make soak SOAK_SECONDS=N` loads stages 3 and 4 (those built) for N seconds each with hits,
-# misses, errors, slow clients and disconnects; fails when RSS or open descriptors climb.
+# misses, errors, slow clients and disconnects; fails when RSS or open descriptors climb. Then
+# it stops every stage under Valgrind with transfers in flight; any error or lost block fails.
 SOAK_SECONDS ?= 120
 soak: release
+	@scripts/install-deps --if-missing soak
 	build/release/bin/soak --seconds $(SOAK_SECONDS) --bin-dir build/release/bin
