@@ -168,7 +168,8 @@ void send_cached(Context& ctx, const CachedResponse& cached) {
 }
 
 // Connects to the origin and sends the rewritten request, body included. Answers the client
-// itself (502/504) and returns nullopt when that fails.
+// itself (400/408/413 for the request body, 502/504 for the origin) and returns nullopt when
+// that fails.
 std::optional<Socket> fetch_from_origin(Context& ctx, const Request& request,
                                         const AbsoluteUri& uri, const BodyFraming& body,
                                         std::string_view buffered_body) {
