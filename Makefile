@@ -111,3 +111,34 @@ grade: grader
 
 grade-mutants: grader
 	build/release/bin/grader --mutants $(or $(MUTANTS),all) $(if $(QUICK),--quick) $(GRADE_ARGS)
+
+# ---- Hardening (issue 10): fuzzing and the soak run; neither is part of `make test`. ----
+# `make fuzz FUZZ_SECONDS=N` builds the libFuzzer targets with clang (build/fuzz/) and runs each
+# for N seconds, starting from its seed corpus in fuzz/corpus/<target>/. New inputs it finds go
+# to build/fuzz/corpus/<target>/; a crash stops the run and is saved in build/fuzz/crashes/.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= request uri chunked response_head
+.PHONY: fuzz fuzz-build soak
+
+fuzz-build:
+	@scripts/install-deps --if-missing fuzz
+	@test -f build/fuzz/build.ninja || cmake -S fuzz -B build/fuzz -G Ninja \
+	  -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build build/fuzz -j $(JOBS)
+
+fuzz: fuzz-build
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p build/fuzz/corpus/$$t build/fuzz/crashes/$$t; \
+	  echo "== fuzz_$$t for $(FUZZ_SECONDS) s"; \
+	  build/fuzz/bin/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    -artifact_prefix=build/fuzz/crashes/$$t/ build/fuzz/corpus/$$t fuzz/corpus/$$t \
+	    || { echo "fuzz_$$t FAILED: the input is in build/fuzz/crashes/$$t/"; exit 1; }; \
+	done
+
+# `make soak SOAK_SECONDS=N` loads stages 3 and 4 (those built) for N seconds each with hits,
+# misses, errors, slow clients and disconnects; fails when RSS or open descriptors climb. Then
+# it stops every stage under Valgrind with transfers in flight; any error or lost block fails.
+SOAK_SECONDS ?= 120
+soak: release
+	@scripts/install-deps --if-missing soak
+	build/release/bin/soak --seconds $(SOAK_SECONDS) --bin-dir build/release/bin

@@ -23,6 +23,10 @@ namespace {
 
 constexpr std::size_t kBufferBytes = 64 * 1024;
 constexpr std::size_t kMaxResponseHead = 64 * 1024;
+// A request body is held whole before it goes to the origin (see fetch_from_origin); past this
+// many bytes the client gets 413 (RFC 9110 §15.5.14). Only GET is served today, whose bodies
+// are rare and small.
+constexpr std::uint64_t kMaxRequestBody = 1024 * 1024;
 
 // What we know of the connection being served, for replies and log lines.
 struct Context {
@@ -53,6 +57,8 @@ std::optional<Socket> fetch_from_origin(Context& ctx, const Request& request,
                                         std::string_view buffered_body);
 bool relay_response(Context& ctx, const Socket& origin, const Request& request,
                     const std::string& key, bool may_store, Cache& cache);
+bool read_request_body(Context& ctx, const BodyFraming& framing, std::string_view buffered,
+                       std::string& out);
 
 // Helpers, defined last: streaming a body, answering with an error, closing.
 BodyOutcome relay_body(const Socket& source, std::string_view buffered, BodyReader& reader,
@@ -162,10 +168,18 @@ void send_cached(Context& ctx, const CachedResponse& cached) {
 }
 
 // Connects to the origin and sends the rewritten request, body included. Answers the client
-// itself (502/504) and returns nullopt when that fails.
+// itself (400/408/413 for the request body, 502/504 for the origin) and returns nullopt when
+// that fails.
 std::optional<Socket> fetch_from_origin(Context& ctx, const Request& request,
                                         const AbsoluteUri& uri, const BodyFraming& body,
                                         std::string_view buffered_body) {
+  // The whole request body is read and checked before the origin hears of the request, so a
+  // malformed chunk, an oversized body or a client that stalls never leaves a half-sent
+  // request at the origin (request smuggling, slow clients: issue 10).
+  std::string request_body;
+  if (body.kind != BodyKind::none && !read_request_body(ctx, body, buffered_body, request_body)) {
+    return std::nullopt;
+  }
   ConnectResult connected = connect_tcp(uri.host, uri.port, ctx.options.connect_timeout);
   switch (connected.error) {
     case ConnectError::none:
@@ -180,41 +194,64 @@ std::optional<Socket> fetch_from_origin(Context& ctx, const Request& request,
       return std::nullopt;
   }
   Socket origin = std::move(connected.socket);
+  // A chunked body was decoded above, so the origin always gets a Content-Length.
   std::string framing_field;
-  if (body.kind == BodyKind::content_length) {
-    framing_field = "Content-Length: " + std::to_string(body.length);
-  } else if (body.kind == BodyKind::chunked) {
-    framing_field = "Transfer-Encoding: chunked";
+  if (body.kind != BodyKind::none) {
+    framing_field = "Content-Length: " + std::to_string(request_body.size());
   }
   std::string head = build_origin_request(request, uri, framing_field);
-  if (origin.write_all(head, ctx.options.write_timeout).status != IoStatus::ok) {
+  if (origin.write_all(head, ctx.options.write_timeout).status != IoStatus::ok ||
+      origin.write_all(request_body, ctx.options.write_timeout).status != IoStatus::ok) {
     reply_error(ctx, 502, "origin closed the connection before taking the request");
     return std::nullopt;
   }
-  if (body.kind != BodyKind::none) {
-    BodyReader reader(body);
-    BodySink sink{&origin, body.kind == BodyKind::chunked, nullptr, 0};
-    BodyOutcome outcome = relay_body(ctx.client, buffered_body, reader, sink,
-                                     ctx.options.client_timeout, ctx.options.write_timeout);
-    if (outcome == BodyOutcome::malformed) {
+  return origin;
+}
+
+// Reads a whole request body (at most kMaxRequestBody decoded bytes) into `out`, all of it
+// within the client timeout: a body trickled in a byte at a time cannot hold a worker longer
+// than a stalled one. Answers the client itself (400, 408, 413) and returns false on failure.
+bool read_request_body(Context& ctx, const BodyFraming& framing, std::string_view buffered,
+                       std::string& out) {
+  if (framing.kind == BodyKind::content_length && framing.length > kMaxRequestBody) {
+    reply_error(ctx, 413, "request body of " + std::to_string(framing.length) +
+                              " bytes is over this proxy's limit of " +
+                              std::to_string(kMaxRequestBody));
+    return false;
+  }
+  BodyReader reader(framing);
+  const auto deadline = std::chrono::steady_clock::now() + ctx.options.client_timeout;
+  std::array<char, 16 * 1024> chunk;
+  std::string_view input = buffered;
+  for (;;) {
+    BodyReader::Result fed = reader.feed(input, out);
+    if (fed.error) {
       reply_error(ctx, 400, "malformed chunked request body");
-      return std::nullopt;
+      return false;
     }
-    if (outcome == BodyOutcome::sink_failed) {
-      reply_error(ctx, 502, "origin closed the connection while taking the request body");
-      return std::nullopt;
+    if (out.size() > kMaxRequestBody) {
+      reply_error(ctx, 413, "request body over this proxy's limit of " +
+                                std::to_string(kMaxRequestBody) + " bytes");
+      return false;
     }
-    if (outcome != BodyOutcome::complete) {
-      log_failure(ctx, "client did not send its whole request body");
-      return std::nullopt;
-    }
-    if (body.kind == BodyKind::chunked &&
-        origin.write_all("0\r\n\r\n", ctx.options.write_timeout).status != IoStatus::ok) {
-      reply_error(ctx, 502, "origin closed the connection while taking the request body");
-      return std::nullopt;
+    if (fed.done) return true;
+    auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+    IoResult got = ctx.client.read_some(chunk, std::max(left, Millis{0}));
+    switch (got.status) {
+      case IoStatus::ok:
+        input = std::string_view(chunk.data(), got.bytes);
+        break;
+      case IoStatus::timeout:
+        reply_error(ctx, 408, "request body not received in time");
+        return false;
+      case IoStatus::cancelled:
+        return false;
+      case IoStatus::eof:
+      case IoStatus::error:
+        log_failure(ctx, "client did not send its whole request body");
+        return false;
     }
   }
-  return origin;
 }
 
 // Reads the origin's response head, skipping interim 1xx responses. Answers the client itself
@@ -414,6 +451,7 @@ std::string_view reason_phrase(int status) {
   switch (status) {
     case 400: return "Bad Request";
     case 408: return "Request Timeout";
+    case 413: return "Content Too Large";
     case 414: return "URI Too Long";
     case 431: return "Request Header Fields Too Large";
     case 501: return "Not Implemented";

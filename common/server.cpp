@@ -47,18 +47,45 @@ void add_server_options(CLI::App& app, ServerConfig& config) {
          "Deadline for connecting to the origin, in ms (504 after it)");
   millis("--origin-timeout-ms", config.proxy.origin_timeout,
          "Deadline for each read from the origin, in ms (504 before the first byte)");
+  app.add_option("--allow", config.allow,
+                 "Serve only clients in this CIDR range (e.g. 10.0.0.0/8, ::1); repeatable. "
+                 "Others get 403. Default: every client that can reach --bind")
+      ->check(CLI::Validator(
+          [](std::string& value) {
+            try {
+              AllowList().add(value);
+              return std::string();
+            } catch (const std::invalid_argument& e) {
+              return std::string(e.what());
+            }
+          },
+          "CIDR"))
+      ->allow_extra_args(false)  // one range per --allow, so `--allow R 8080` keeps its port
+      ->take_all();
 }
 
 Server::Server(const ServerConfig& config, std::unique_ptr<Cache> cache)
     : config_(config),
       shutdown_(config.shutdown_grace),
       cache_(std::move(cache)),
-      listener_(listen_tcp(config.bind, config.port)) {}
+      listener_(listen_tcp(config.bind, config.port)) {
+  for (const std::string& range : config.allow) allow_.add(range);
+}
 
 std::optional<Socket> Server::accept() { return accept_client(listener_, shutdown_.stop_fd()); }
 
 void Server::serve(Socket client) {
-  serve_connection(std::move(client), *cache_, config_.proxy, stats_);
+  if (!allow_.allows_peer(client)) {
+    reply_forbidden(std::move(client), stats_);
+    return;
+  }
+  try {
+    serve_connection(std::move(client), *cache_, config_.proxy, stats_);
+  } catch (const std::exception& e) {
+    // serve_connection throws only when memory runs out. The client's socket closed as the
+    // stack unwound; the worker (stage 1: the accept loop) lives on to serve the next one.
+    log_line(std::string("transaction failed, connection closed: ") + e.what());
+  }
 }
 
 std::string Server::stats_line() const {
@@ -85,7 +112,9 @@ int run_stage(int argc, char** argv, const StageDefinition& stage) {
     Server server(config, std::move(cache));
     if (!is_loopback_bind(config.bind)) {
       log_line("warning: listening on " + config.bind +
-               " — anyone who can reach it can use this proxy as an open relay");
+               " — anyone who can reach it can use this proxy as an open relay" +
+               (config.allow.empty() ? std::string("; --allow CIDR limits who may")
+                                     : std::string("; --allow limits who is served")));
     }
     std::cout << "listening on " << server.address() << std::endl;  // endl flushes: tests wait
     stage.run(server);

@@ -9,7 +9,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "allow_list.h"
 #include "cache.h"
 #include "proxy.h"
 #include "shutdown.h"
@@ -30,11 +32,12 @@ struct ServerConfig {
   std::string cache_policy = "lru";
   ProxyOptions proxy;
   Millis shutdown_grace{3'000};             ///< in-flight work gets this long after SIGTERM
+  std::vector<std::string> allow;           ///< --allow CIDR ranges; empty: every client
 };
 
 /// Adds the shared flags to `app`: [PORT] --port --bind --cache-bytes --max-object-bytes
 /// --cache-policy and the timeouts (--client-timeout-ms, --connect-timeout-ms,
-/// --origin-timeout-ms).
+/// --origin-timeout-ms) and --allow CIDR (repeatable).
 void add_server_options(CLI::App& app, ServerConfig& config);
 
 /// A running proxy's shared state. Thread-safety: accept() from one thread; serve() from any
@@ -47,7 +50,9 @@ class Server {
 
   /// The next client, or nullopt once a stop was requested.
   std::optional<Socket> accept();
-  /// Runs the shared transaction on one client (serve_connection).
+  /// Runs the shared transaction on one client (serve_connection), or answers 403 when the
+  /// client's address is outside --allow. Never throws: a transaction that throws (out of
+  /// memory) closes its connection and logs one line, so the calling worker lives on.
   void serve(Socket client);
 
   [[nodiscard]] Cache& cache() noexcept { return *cache_; }
@@ -65,6 +70,7 @@ class Server {
   std::unique_ptr<Cache> cache_;
   ProxyStats stats_;
   Socket listener_;
+  AllowList allow_;  // filled in the constructor, read-only after: safe from every worker
 };
 
 /// The main() of a stage: parses the shared flags plus those `add_options` adds, starts a

@@ -9,13 +9,28 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <stdexcept>
+#include <vector>
 
 #include "log.h"
+
+#if defined(__SANITIZE_THREAD__)
+#define PROXY_THREAD_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define PROXY_THREAD_SANITIZER 1
+#endif
+#endif
+#ifndef PROXY_THREAD_SANITIZER
+#define PROXY_THREAD_SANITIZER 0
+#endif
 
 namespace proxy {
 namespace {
@@ -62,6 +77,126 @@ std::string format_address(const sockaddr_storage& address) {
     return "[" + std::string(host) + "]:" + std::to_string(port);
   }
   return "?";
+}
+
+// ---- Name resolution with a deadline ----
+// getaddrinfo(3) cannot be cancelled or given a timeout: a resolver that does not answer holds
+// the calling worker for resolv.conf's timeout x attempts x nameservers, and past shutdown's
+// 5 s bound. So names are looked up with glibc's getaddrinfo_a(3), which runs the lookup on a
+// helper thread of its own, and we stop waiting at the deadline or when shutdown cuts I/O. A
+// numeric address never waits on anything and skips the helper thread (AI_NUMERICHOST).
+
+enum class ResolveStatus { ok, failed, timeout, cancelled };
+
+struct Resolved {
+  ResolveStatus status = ResolveStatus::failed;
+  addrinfo* addresses = nullptr;  // owned by the caller when ok: freeaddrinfo()
+  std::string error;
+};
+
+// One getaddrinfo_a request and what it points into; glibc keeps pointers to all of it until
+// the lookup ends, so an abandoned one must outlive our wait.
+struct Lookup {
+  std::string host;
+  std::string service;
+  addrinfo hints{};
+  gaicb request{};
+};
+
+// Lookups we stopped waiting for that glibc could not cancel. Each is freed by a later
+// resolve() once it has finished; any left at exit stay reachable from here (no leak report).
+std::mutex g_abandoned_mutex;
+std::vector<std::unique_ptr<Lookup>> g_abandoned;  // guarded by g_abandoned_mutex
+
+void abandon(std::unique_ptr<Lookup> lookup) {
+  if (::gai_cancel(&lookup->request) == EAI_CANCELED) return;  // glibc let go of it
+  std::lock_guard lock(g_abandoned_mutex);
+  g_abandoned.push_back(std::move(lookup));
+}
+
+void free_finished_abandoned() {
+  std::lock_guard lock(g_abandoned_mutex);
+  std::erase_if(g_abandoned, [](const std::unique_ptr<Lookup>& lookup) {
+    if (::gai_error(&lookup->request) == EAI_INPROGRESS) return false;
+    if (lookup->request.ar_result != nullptr) ::freeaddrinfo(lookup->request.ar_result);
+    return true;
+  });
+}
+
+bool cancel_requested() {
+  const int fd = g_cancel_fd.load(std::memory_order_relaxed);
+  if (fd < 0) return false;
+  pollfd cancel{fd, POLLIN, 0};
+  return ::poll(&cancel, 1, 0) > 0 && (cancel.revents & POLLIN);
+}
+
+Resolved resolve(const std::string& host, const std::string& service,
+                 Clock::time_point deadline) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_ADDRCONFIG | AI_NUMERICHOST;
+  Resolved resolved;
+  if (::getaddrinfo(host.c_str(), service.c_str(), &hints, &resolved.addresses) == 0) {
+    resolved.status = ResolveStatus::ok;
+    return resolved;
+  }
+
+#if PROXY_THREAD_SANITIZER
+  // ThreadSanitizer crashes on the threads glibc starts inside getaddrinfo_a (they bypass its
+  // pthread_create interceptor), so a TSan build looks names up the blocking way: correct,
+  // without the deadline.
+  hints.ai_flags = AI_ADDRCONFIG;
+  if (int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &resolved.addresses); rc != 0) {
+    resolved.error = ::gai_strerror(rc);
+    return resolved;
+  }
+  resolved.status = ResolveStatus::ok;
+  return resolved;
+#endif
+  free_finished_abandoned();
+  auto lookup = std::make_unique<Lookup>();
+  lookup->host = host;
+  lookup->service = service;
+  lookup->hints = hints;
+  lookup->hints.ai_flags = AI_ADDRCONFIG;
+  lookup->request.ar_name = lookup->host.c_str();
+  lookup->request.ar_service = lookup->service.c_str();
+  lookup->request.ar_request = &lookup->hints;
+  gaicb* list[1] = {&lookup->request};
+  if (int rc = ::getaddrinfo_a(GAI_NOWAIT, list, 1, nullptr); rc != 0) {
+    resolved.error = ::gai_strerror(rc);
+    return resolved;
+  }
+  // Wait in short slices, so shutdown's cut (a readable fd, which gai_suspend cannot watch)
+  // is noticed within 50 ms.
+  for (;;) {
+    const int state = ::gai_error(&lookup->request);
+    if (state != EAI_INPROGRESS) {
+      if (state == 0) {
+        resolved.status = ResolveStatus::ok;
+        resolved.addresses = lookup->request.ar_result;
+      } else {
+        resolved.error = ::gai_strerror(state);
+      }
+      return resolved;  // finished: glibc holds nothing of `lookup` any more
+    }
+    if (cancel_requested()) {
+      resolved.status = ResolveStatus::cancelled;
+      abandon(std::move(lookup));
+      return resolved;
+    }
+    const int left = remaining_ms(deadline);
+    if (left <= 0) {
+      resolved.status = ResolveStatus::timeout;
+      abandon(std::move(lookup));
+      return resolved;
+    }
+    const int slice = std::min(left, 50);
+    timespec wait{slice / 1000, static_cast<long>(slice % 1000) * 1'000'000L};
+    const gaicb* waiting[1] = {&lookup->request};
+    ::gai_suspend(waiting, 1, &wait);  // returns early when done; EAI_AGAIN on timeout
+  }
 }
 
 }  // namespace
@@ -195,16 +330,20 @@ std::uint16_t local_port(const Socket& socket) {
 
 ConnectResult connect_tcp(const std::string& host, std::uint16_t port, Millis timeout) {
   const auto deadline = Clock::now() + timeout;
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_ADDRCONFIG;
-  addrinfo* found = nullptr;
   std::string service = std::to_string(port);
-  // getaddrinfo has no timeout of its own; a stuck resolver is bounded only by its own retries.
-  if (int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) {
-    return {Socket(), ConnectError::resolve, "cannot resolve " + host + ": " + ::gai_strerror(rc)};
+  Resolved resolved = resolve(host, service, deadline);
+  switch (resolved.status) {
+    case ResolveStatus::ok:
+      break;
+    case ResolveStatus::timeout:
+      return {Socket(), ConnectError::timeout,
+              "resolving " + host + " took longer than " + std::to_string(timeout.count()) + " ms"};
+    case ResolveStatus::cancelled:
+      return {Socket(), ConnectError::cancelled, "resolving cancelled by shutdown"};
+    case ResolveStatus::failed:
+      return {Socket(), ConnectError::resolve, "cannot resolve " + host + ": " + resolved.error};
   }
+  addrinfo* found = resolved.addresses;
   ConnectResult result{Socket(), ConnectError::other, "no addresses for " + host};
   for (addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
     Socket socket(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,

@@ -83,8 +83,11 @@ struct ConnectResult {
   std::string message;
 };
 
-/// Resolves host (getaddrinfo; IPv4 and IPv6) and connects to each address in turn, all within
-/// `timeout` in total. Never throws for network errors.
+/// Resolves host (IPv4 and IPv6) and connects to each address in turn, all within `timeout` in
+/// total, resolution included: a name is looked up with getaddrinfo_a(3) so that a resolver
+/// that never answers yields ConnectError::timeout at the deadline (and `cancelled` when
+/// shutdown cuts I/O) instead of holding the caller; a numeric address is never looked up.
+/// Never throws for network errors.
 ConnectResult connect_tcp(const std::string& host, std::uint16_t port, Millis timeout);
 
 /// Waits for the next client on a listening socket, or until `stop_fd` becomes readable

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <spawn.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -108,6 +109,19 @@ Process::Process(std::vector<std::string> argv, const ProcessOptions& options) {
     throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(rc));
   }
   write_end.close();  // else we would never see end of file
+  if (options.max_open_files) {
+    // Before the child prints `listening on`, so no client it serves sees the old limit. Its
+    // start-up runs meanwhile, but needs only a handful of descriptors.
+    rlimit limit{static_cast<rlim_t>(*options.max_open_files),
+                 static_cast<rlim_t>(*options.max_open_files)};
+    if (::prlimit(pid_, RLIMIT_NOFILE, &limit, nullptr) != 0) {
+      const int error = errno;
+      ::kill(pid_, SIGKILL);
+      reap_blocking();
+      throw std::runtime_error("cannot limit the descriptors of " + argv[0] + ": " +
+                               std::strerror(error));
+    }
+  }
   reader_ = std::jthread([this](const std::stop_token& token) { read_stdout(token); });
 
   const auto deadline = Clock::now() + options.ready_timeout;

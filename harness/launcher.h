@@ -26,6 +26,11 @@ struct ProcessOptions {
   /// Empty: the child inherits our stderr. Otherwise its stderr goes to this file (created or
   /// truncated), e.g. so a test can show a server's log only when it fails.
   std::string stderr_path;
+  /// When set, the child's limit on open file descriptors (RLIMIT_NOFILE, soft and hard),
+  /// applied with prlimit(2) right after it starts and before it can accept a client — how a
+  /// test runs a server under `ulimit -n 64` (issue 10). Linux only; the constructor throws
+  /// when the limit cannot be set.
+  std::optional<unsigned long> max_open_files;
 };
 
 /// How a child ended, as stop() reports it.
