@@ -8,6 +8,7 @@
 #include <sys/ioctl.h>
 
 #include <algorithm>
+#include <functional>
 #include <array>
 #include <memory>
 #include <optional>
@@ -45,6 +46,9 @@ struct BodySink {
   bool encode_chunked = false;     // re-frame each piece as a chunk (RFC 9112 §7.1)
   std::string* capture = nullptr;  // also keep the decoded body here, while it may be stored
   std::size_t capture_limit = 0;   // give up capturing past this many bytes
+  // Runs once the whole body is captured, before its last bytes go out: a client on a
+  // persistent connection may ask again the moment it has them, and must find the entry stored.
+  std::function<void()> before_last_write;
 };
 
 enum class BodyOutcome { complete, source_failed, source_timeout, sink_failed, malformed, cancelled };
@@ -246,7 +250,7 @@ std::optional<Socket> fetch_from_origin(Context& ctx, const Request& request,
   }
   if (body.kind != BodyKind::none) {
     BodyReader reader(body);
-    BodySink sink{&origin, body.kind == BodyKind::chunked, nullptr, 0};
+    BodySink sink{&origin, body.kind == BodyKind::chunked, nullptr, 0, {}};
     BodyOutcome outcome = relay_body(ctx.client, buffered_body, reader, sink,
                                      ctx.options.client_timeout, ctx.options.write_timeout);
     if (outcome == BodyOutcome::malformed) {
@@ -375,7 +379,14 @@ bool relay_response(Context& ctx, const Socket& origin, const Request& request,
   std::string captured;
   BodyReader reader(*framing);
   BodySink sink{&ctx.client, chunked_to_client, storable ? &captured : nullptr,
-                storable ? object_limit - key.size() - stored_head.size() : 0};
+                storable ? object_limit - key.size() - stored_head.size() : 0, {}};
+  bool stored = false;
+  auto store = [&] {
+    stored = true;
+    cache.insert(key, std::make_shared<const CachedResponse>(
+                          CachedResponse{std::move(stored_head), std::move(captured)}));
+  };
+  sink.before_last_write = store;
   BodyOutcome outcome =
       relay_body(origin, std::string_view(buffer).substr(head_bytes), reader, sink,
                  ctx.options.origin_timeout, ctx.options.write_timeout);
@@ -386,11 +397,9 @@ bool relay_response(Context& ctx, const Socket& origin, const Request& request,
         return true;
       }
       ctx.persistent = persistent;
-      // sink.capture is reset to null once the body outgrew what may be stored.
-      if (sink.capture != nullptr) {
-        cache.insert(key, std::make_shared<const CachedResponse>(
-                              CachedResponse{std::move(stored_head), std::move(captured)}));
-      }
+      // sink.capture is reset to null once the body outgrew what may be stored. A body that
+      // ended at the origin's close was not known to be complete before its last write.
+      if (sink.capture != nullptr && !stored) store();
       return true;
     case BodyOutcome::source_failed:
       log_failure(ctx, "origin closed or reset the connection mid-body; response cut, nothing "
@@ -419,9 +428,8 @@ BodyOutcome relay_body(const Socket& source, std::string_view buffered, BodyRead
                        BodySink& sink, Millis read_timeout, Millis write_timeout) {
   std::string decoded;
   std::array<char, kBufferBytes> chunk;
-  auto deliver = [&]() -> bool {
-    if (decoded.empty()) return true;
-    if (sink.capture != nullptr) {
+  auto deliver = [&](bool last) -> bool {
+    if (sink.capture != nullptr && !decoded.empty()) {
       if (sink.capture->size() + decoded.size() > sink.capture_limit) {
         sink.capture->clear();
         sink.capture->shrink_to_fit();
@@ -430,6 +438,8 @@ BodyOutcome relay_body(const Socket& source, std::string_view buffered, BodyRead
         sink.capture->append(decoded);
       }
     }
+    if (last && sink.capture != nullptr && sink.before_last_write) sink.before_last_write();
+    if (decoded.empty()) return true;
     bool ok = true;
     if (sink.socket != nullptr) {
       if (sink.encode_chunked) {
@@ -446,7 +456,7 @@ BodyOutcome relay_body(const Socket& source, std::string_view buffered, BodyRead
   auto consume = [&](std::string_view input) -> std::optional<BodyOutcome> {
     BodyReader::Result r = reader.feed(input, decoded);
     if (r.error) return BodyOutcome::malformed;
-    if (!deliver()) return BodyOutcome::sink_failed;
+    if (!deliver(r.done)) return BodyOutcome::sink_failed;
     if (r.done) return BodyOutcome::complete;
     return std::nullopt;
   };
