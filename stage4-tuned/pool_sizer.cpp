@@ -56,7 +56,12 @@ std::size_t PoolSizer::next(std::size_t current, const PoolSample& sample) {
   const bool pressure = sample.queued > 0 || sample.shed > 0 ||
                         demand_ >= options_.target_utilization * static_cast<double>(current);
   if (pressure) {
-    std::size_t grown = clamp(static_cast<double>(current + std::max<std::size_t>(1, current / 4)));
+    // Little's law again: the work in the system is what is being served plus what waits, so
+    // that many workers (at the target utilization) would serve it without queueing. Grow at
+    // least a quarter, at once to that estimate when it is larger.
+    const double backlog = demand_ + static_cast<double>(sample.queued);
+    const double step = static_cast<double>(current + std::max<std::size_t>(1, current / 4));
+    std::size_t grown = clamp(std::max(step, std::ceil(backlog / options_.target_utilization)));
     if (ceiling_ != 0) grown = std::min(grown, std::max(ceiling_, current));
     if (grown > current) {
       judging_growth_ = true;

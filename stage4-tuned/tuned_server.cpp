@@ -154,7 +154,18 @@ void TunedServer::accept_ready() {
       continue;
     }
     open_.fetch_add(1, std::memory_order_relaxed);
-    park(Client(ClientConnection(std::move(socket)), open_), true);
+    // A new client usually sends its request at once, and on loopback it is often here by
+    // now: then it goes straight to a worker, saving a trip through epoll. A silent one waits
+    // in epoll like any idle connection, holding no worker.
+    char probe;
+    const bool has_request = ::recv(fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+    Client client(ClientConnection(std::move(socket)), open_);
+    if (has_request) {
+      epoll_control(epoll_fd_, EPOLL_CTL_ADD, fd, EPOLLONESHOT);  // registered, disarmed
+      submit(std::move(client));
+    } else {
+      park(std::move(client), true);
+    }
   }
 }
 
@@ -174,6 +185,10 @@ void TunedServer::dispatch(int fd) {
   idle_[index].reset();
   idle_count_.fetch_sub(1, std::memory_order_relaxed);
   // EPOLLONESHOT disarmed the fd: no event for it until a worker hands it back.
+  submit(std::move(client));
+}
+
+void TunedServer::submit(Client client) {
   if (!pool_.try_submit(std::move(client))) {
     // Load shedding: every worker is busy and the queue is full. Saying so at once beats a
     // client timing out in a queue it cannot see.

@@ -87,6 +87,7 @@ class TunedServer {
   void accept_ready();                // on the poller
   void park(Client client, bool add);  // on the poller: wait in epoll for the next request
   void dispatch(int fd);              // on the poller: a parked connection became readable
+  void submit(Client client);         // on the poller: to a worker, or shed with 503
   void take_returned();               // on the poller
   void close_idle(std::chrono::steady_clock::time_point now);
   void resize_pool(std::chrono::steady_clock::time_point now);
