@@ -55,3 +55,42 @@ bench-dispatch: release
 
 clean:
 	rm -rf build
+
+# --- Load measurements (issue 7): `make sweep`, `make bench` ------------------------------
+# Both need wrk and gnuplot (scripts/install-deps bench); `make bench PEERS=1` also squid,
+# tinyproxy and nginx (scripts/install-deps peers). Only the programs they run are built.
+# make sweep [STAGE=stage3-pool] [WORKERS="1 2 4 ..."] [CONNECTIONS=100] [DURATION=10]
+#            [ORIGIN_DELAY_MS=20] [ORIGIN_CAPACITY=0] [WORKLOAD=miss|hit] [QUICK=1]
+# make bench [DURATION=5] [BENCH_CONNECTIONS="1 10 100 400"] [POOL_WORKERS=32] [PEERS=1] [QUICK=1]
+.PHONY: sweep bench deps-bench
+STAGE ?= stage3-pool
+WORKERS ?= 1 2 4 8 16 32 64 128
+CONNECTIONS ?= 100
+ORIGIN_DELAY_MS ?= 20
+ORIGIN_CAPACITY ?= 0
+WORKLOAD ?= miss
+BENCH_CONNECTIONS ?= 1 10 100 400
+POOL_WORKERS ?= 32
+ifeq ($(QUICK),1)
+SWEEP_DURATION = $(or $(DURATION),2)
+BENCH_DURATION = $(or $(DURATION),1)
+else
+SWEEP_DURATION = $(or $(DURATION),10)
+BENCH_DURATION = $(or $(DURATION),5)
+endif
+
+deps-bench:
+	@scripts/install-deps --if-missing build bench $(if $(filter 1,$(PEERS)),peers)
+
+sweep: deps-bench build/release/build.ninja
+	cmake --build --preset release -j $(JOBS) --target tuning-sweep origin $(STAGE)
+	build/release/bin/tuning-sweep --stage $(STAGE) --workers "$(WORKERS)" \
+	  --connections "$(CONNECTIONS)" --duration $(SWEEP_DURATION) \
+	  --delay-ms $(ORIGIN_DELAY_MS) --capacity $(ORIGIN_CAPACITY) --workload $(WORKLOAD) \
+	  --out results/sweep
+
+bench: deps-bench build/release/build.ninja
+	cmake --build --preset release -j $(JOBS)
+	build/release/bin/stage-bench --duration $(BENCH_DURATION) \
+	  --connections "$(BENCH_CONNECTIONS)" --pool-workers $(POOL_WORKERS) \
+	  $(if $(filter 1,$(PEERS)),--peers) --out results/bench
