@@ -39,8 +39,8 @@ int main(int argc, char** argv) {
       "deadlines, a sharded cache, keep-alive connections parked in epoll, and GET /metrics";
   stage.add_options = [&](CLI::App& app) {
     app.add_option("--workers", workers,
-                   "Worker threads: a number, or 'auto' to size the pool at run time by "
-                   "Little's law between --min-workers and --max-workers")
+                   "Worker threads: a number (threads), or 'auto' to size the pool at run time "
+                   "by Little's law between --min-workers and --max-workers")
         ->check(CLI::IsMember({"auto"}) | CLI::Range(1, 4096))
         ->capture_default_str();
     app.add_option("--min-workers", config.min_workers, "Fewest workers 'auto' keeps (threads)")
@@ -84,7 +84,8 @@ int main(int argc, char** argv) {
   stage.run = [&](proxy::Server& server) {
     if (workers == "auto") {
       config.workers_auto = true;
-      config.max_workers = std::max(config.max_workers, config.min_workers);
+      // The default minimum is the core count; an explicit smaller maximum wins over it.
+      config.min_workers = std::min(config.min_workers, config.max_workers);
     } else {
       config.workers_auto = false;
       config.workers = std::stoul(workers);

@@ -26,9 +26,9 @@ namespace proxy {
 struct TunedConfig {
   std::size_t workers = 0;             ///< fixed pool size; 0 means auto
   bool workers_auto = true;            ///< size the pool at run time (PoolSizer)
-  std::size_t min_workers = 2;         ///< bounds for auto
+  std::size_t min_workers = default_worker_count();  ///< bounds for auto: the cores, at least
   std::size_t max_workers = 64;
-  Millis auto_interval{500};           ///< how often auto re-sizes
+  Millis auto_interval{250};           ///< how often auto re-sizes
   std::size_t queue = 128;             ///< connections that may wait for a worker; then 503
   std::size_t max_connections = 10'000;  ///< open client connections; past it, 503 at accept
   Millis idle_timeout{5'000};          ///< a keep-alive connection silent this long is closed
