@@ -32,6 +32,17 @@ void epoll_control(int epoll_fd, int op, int fd, std::uint32_t events) {
   }
 }
 
+// For one client's registration: a failure (ENOMEM, ENOSPC past max_user_watches) costs that
+// client its connection, never the server.
+bool epoll_client(int epoll_fd, int op, int fd, std::uint32_t events) noexcept {
+  epoll_event event{};
+  event.events = events;
+  event.data.fd = fd;
+  if (::epoll_ctl(epoll_fd, op, fd, &event) == 0) return true;
+  log_line(std::string("epoll_ctl for a client: ") + std::strerror(errno) + "; closing it");
+  return false;
+}
+
 std::size_t initial_workers(const TunedConfig& config) {
   return config.workers_auto ? config.min_workers : config.workers;
 }
@@ -161,8 +172,8 @@ void TunedServer::accept_ready() {
     const bool has_request = ::recv(fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
     Client client(ClientConnection(std::move(socket)), open_);
     if (has_request) {
-      epoll_control(epoll_fd_, EPOLL_CTL_ADD, fd, EPOLLONESHOT);  // registered, disarmed
-      submit(std::move(client));
+      // Registered but disarmed, so that the worker can hand it back with a MOD like any other.
+      if (epoll_client(epoll_fd_, EPOLL_CTL_ADD, fd, EPOLLONESHOT)) submit(std::move(client));
     } else {
       park(std::move(client), true);
     }
@@ -172,8 +183,8 @@ void TunedServer::accept_ready() {
 void TunedServer::park(Client client, bool add) {
   const int fd = client.connection.socket().fd();
   const auto index = static_cast<std::size_t>(fd);
+  if (!epoll_client(epoll_fd_, add ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd, kParkedEvents)) return;
   if (index >= idle_.size()) idle_.resize(index + 1);
-  epoll_control(epoll_fd_, add ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd, kParkedEvents);
   idle_[index] = std::make_unique<Idle>(Idle{std::move(client), Clock::now()});
   idle_count_.fetch_add(1, std::memory_order_relaxed);
 }
