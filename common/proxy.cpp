@@ -1,12 +1,14 @@
 // The proxy transaction, as the protocol runs it: read_request, cache.find, fetch_from_origin,
-// relay_response, cache.insert. serve_connection comes first and reads as that summary; the
-// steps follow in the same order, then the helpers they share. Every stage calls
-// serve_connection unchanged.
+// relay_response, cache.insert. serve_request comes first and reads as that summary; the
+// steps follow in the same order, then the helpers they share. Stages 1-3 call
+// serve_connection (one request per connection); stage 4 calls serve_request per request on a
+// persistent connection.
 #include "proxy.h"
 
 #include <sys/ioctl.h>
 
 #include <algorithm>
+#include <functional>
 #include <array>
 #include <memory>
 #include <optional>
@@ -33,8 +35,13 @@ struct Context {
   const Socket& client;
   const ProxyOptions& options;
   ProxyStats& stats;
-  std::string peer;  // "HOST:PORT", taken at the start: a reset peer has no address later
+  const std::string& peer;  // "HOST:PORT", taken at accept: a reset peer has no address later
   std::string what;  // "GET http://host/path", filled in once the request line is known
+  // The connection may carry another request after this response (RFC 9112 §9.3). Decided
+  // from the request, then cleared by anything that ends the response without visible framing.
+  bool persistent = false;
+  int version_minor = 1;  // the client's HTTP/1.x: a 1.0 client needs keep-alive spelled out
+  std::uint64_t* connection_requests = nullptr;  // the connection's count, beside stats.requests
 };
 
 // Where relay_body writes what it decodes.
@@ -43,6 +50,9 @@ struct BodySink {
   bool encode_chunked = false;     // re-frame each piece as a chunk (RFC 9112 §7.1)
   std::string* capture = nullptr;  // also keep the decoded body here, while it may be stored
   std::size_t capture_limit = 0;   // give up capturing past this many bytes
+  // Runs once the whole body is captured, before its last bytes go out: a client on a
+  // persistent connection may ask again the moment it has them, and must find the entry stored.
+  std::function<void()> before_last_write;
 };
 
 enum class BodyOutcome { complete, source_failed, source_timeout, sink_failed, malformed, cancelled };
@@ -60,7 +70,10 @@ bool relay_response(Context& ctx, const Socket& origin, const Request& request,
 bool read_request_body(Context& ctx, const BodyFraming& framing, std::string_view buffered,
                        std::string& out);
 
-// Helpers, defined last: streaming a body, answering with an error, closing.
+// Helpers, defined last: persistence, streaming a body, answering with an error, closing.
+bool wants_persistence(const Request& request);
+std::string connection_field(const Context& ctx);
+void send_metrics(Context& ctx, const std::string& text);
 BodyOutcome relay_body(const Socket& source, std::string_view buffered, BodyReader& reader,
                        BodySink& sink, Millis read_timeout, Millis write_timeout);
 void reply_error(Context& ctx, int status, std::string_view detail);
@@ -71,17 +84,39 @@ void finish(Socket& client);
 
 void serve_connection(Socket client, Cache& cache, const ProxyOptions& options,
                       ProxyStats& stats) {
-  Context ctx{client, options, stats, peer_address(client), {}};
-  std::string buffer;
+  ClientConnection connection(std::move(client));
+  while (serve_request(connection, cache, options, stats)) {
+  }
+}
+
+ClientConnection::ClientConnection(Socket socket)
+    : socket_(std::move(socket)), peer_(peer_address(socket_)) {}
+
+bool serve_request(ClientConnection& connection, Cache& cache, const ProxyOptions& options,
+                   ProxyStats& stats) {
+  Socket& client = connection.socket_;
+  Context ctx{client, options, stats, connection.peer_, {}};
+  ctx.connection_requests = &connection.requests_;
+  std::string buffer = std::move(connection.buffered_);
+  connection.buffered_.clear();
   Request request;
   std::size_t head_bytes = 0;
   if (!read_request(ctx, buffer, request, head_bytes)) {
     finish(client);
-    return;
+    return false;
   }
   std::optional<AbsoluteUri> uri = parse_absolute_uri(request.target);
   std::optional<BodyFraming> body = request_body_framing(request);
-  if (request.method != "GET") {
+  ctx.version_minor = request.version_minor;
+  ctx.persistent = options.keep_alive && body && body->kind == BodyKind::none &&
+                   wants_persistence(request);
+  if (ctx.persistent) {
+    // Bytes past this head are the next pipelined request: keep them for the next call.
+    connection.buffered_.assign(buffer, head_bytes, std::string::npos);
+  }
+  if (options.metrics && request.method == "GET" && request.target == "/metrics") {
+    send_metrics(ctx, options.metrics());
+  } else if (request.method != "GET") {
     reply_error(ctx, 501, "method " + request.method + " is not supported; only GET");
   } else if (!uri || uri->scheme != "http") {
     const std::size_t scheme_end = request.target.find("://");
@@ -104,27 +139,51 @@ void serve_connection(Socket client, Cache& cache, const ProxyOptions& options,
       // A GET with a body is not keyed by that body, so its response is never stored.
       if (!relay_response(ctx, *origin, request, key, body->kind == BodyKind::none, cache)) {
         client.reset();  // a reset, not a FIN: the client must not take a cut body as whole
-        return;
+        return false;
       }
+    } else {
+      ctx.persistent = false;  // answered with an error, or cut without one at shutdown
     }
   }
+  if (ctx.persistent) return true;
   finish(client);
+  return false;
 }
 
 namespace {
 
 // Reads until a complete request head is buffered. On success `buffer` starts with the head
-// and may hold the first bytes of a body after it (`head_bytes` marks the boundary).
+// and may hold the first bytes of a body, or of a pipelined request, after it (`head_bytes`
+// marks the boundary). `buffer` may arrive holding bytes read earlier on this connection.
 bool read_request(Context& ctx, std::string& buffer, Request& request, std::size_t& head_bytes) {
   const RequestLimits& limits = ctx.options.limits;
   const auto deadline = std::chrono::steady_clock::now() + ctx.options.client_timeout;
   std::array<char, 16 * 1024> chunk;
+  // A pipelined request may already be buffered whole: parse before waiting for more.
+  bool worth_parsing = !buffer.empty();
   for (;;) {
+    if (worth_parsing) {
+      RequestParseResult parsed = parse_request(buffer, request, limits);
+      if (parsed.status == ParseStatus::complete) {
+        head_bytes = parsed.consumed;
+        ctx.stats.requests.fetch_add(1, std::memory_order_relaxed);
+        ++*ctx.connection_requests;
+        ctx.what = request.method + " " + request.target;
+        return true;
+      }
+      if (parsed.status == ParseStatus::invalid) {
+        ctx.stats.requests.fetch_add(1, std::memory_order_relaxed);
+        ++*ctx.connection_requests;
+        reply_error(ctx, parsed.error_status, parsed.error_reason);
+        return false;
+      }
+    }
     auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
     IoResult got = ctx.client.read_some(chunk, std::max(left, Millis{0}));
     if (got.status != IoStatus::ok) {
-      // A client that opens a connection and says nothing (a browser's preconnect) is closed
-      // quietly; one that stops half-way through a request is told why.
+      // A client that opens a connection and says nothing (a browser's preconnect, or a
+      // keep-alive connection it is done with) is closed quietly; one that stops half-way
+      // through a request is told why.
       if (got.status == IoStatus::timeout && !buffer.empty()) {
         reply_error(ctx, 408, "request head not received in time");
       } else if (got.status == IoStatus::eof && !buffer.empty()) {
@@ -138,33 +197,31 @@ bool read_request(Context& ctx, std::string& buffer, Request& request, std::size
     // The parser starts over from the first byte, so run it only when this read could change
     // its verdict — a line ended, or a size limit was crossed — not after every byte a slow
     // client trickles in, which would cost time quadratic in the length of the head.
-    const bool worth_parsing =
+    worth_parsing =
         fresh.find_first_of("\r\n") != std::string_view::npos ||
         (before <= limits.max_request_line && buffer.size() > limits.max_request_line) ||
         buffer.size() > limits.max_header_bytes;
-    if (!worth_parsing) continue;
-    RequestParseResult parsed = parse_request(buffer, request, limits);
-    if (parsed.status == ParseStatus::complete) {
-      head_bytes = parsed.consumed;
-      ctx.stats.requests.fetch_add(1, std::memory_order_relaxed);
-      ctx.what = request.method + " " + request.target;
-      return true;
-    }
-    if (parsed.status == ParseStatus::invalid) {
-      ctx.stats.requests.fetch_add(1, std::memory_order_relaxed);
-      reply_error(ctx, parsed.error_status, parsed.error_reason);
-      return false;
-    }
   }
 }
 
 // Sends a stored response: its head, our framing and X-Cache, then the body.
 void send_cached(Context& ctx, const CachedResponse& cached) {
   std::string head = cached.head;
-  head += "Content-Length: " + std::to_string(cached.body.size()) +
-          "\r\nConnection: close\r\nX-Cache: HIT\r\n\r\n";
-  if (ctx.client.write_all(head, ctx.options.write_timeout).status != IoStatus::ok) return;
-  ctx.client.write_all(cached.body, ctx.options.write_timeout);
+  head += "Content-Length: " + std::to_string(cached.body.size()) + "\r\n" +
+          connection_field(ctx) + "X-Cache: HIT\r\n\r\n";
+  // One write for a small entry: a hit is the proxy's fastest path, and two sends would cost
+  // a second system call and, on a persistent connection, a delayed ACK (Nagle).
+  if (cached.body.size() <= kBufferBytes) {
+    head += cached.body;
+    if (ctx.client.write_all(head, ctx.options.write_timeout).status != IoStatus::ok) {
+      ctx.persistent = false;
+    }
+    return;
+  }
+  if (ctx.client.write_all(head, ctx.options.write_timeout).status != IoStatus::ok ||
+      ctx.client.write_all(cached.body, ctx.options.write_timeout).status != IoStatus::ok) {
+    ctx.persistent = false;
+  }
 }
 
 // Connects to the origin and sends the rewritten request, body included. Answers the client
@@ -312,7 +369,10 @@ bool relay_response(Context& ctx, const Socket& origin, const Request& request,
   std::string buffer;
   ResponseHead head;
   std::size_t head_bytes = 0;
-  if (!read_response_head(ctx, origin, buffer, head, head_bytes)) return true;
+  if (!read_response_head(ctx, origin, buffer, head, head_bytes)) {
+    ctx.persistent = false;  // a cut (shutdown) gets no reply, so nothing may follow it
+    return true;
+  }
   std::optional<BodyFraming> framing = response_body_framing(head, request.method);
   if (!framing) {
     reply_error(ctx, 502, "origin sent conflicting or malformed Content-Length");
@@ -336,12 +396,18 @@ bool relay_response(Context& ctx, const Socket& origin, const Request& request,
   } else if (chunked_to_client) {
     sent_head += "Transfer-Encoding: chunked\r\n";
   }
-  sent_head += "Connection: close\r\nX-Cache: MISS\r\n\r\n";
+  const bool client_sees_cut = framing->kind == BodyKind::content_length || chunked_to_client;
+  // A body that ends at close ends the connection with it (RFC 9112 §9.3).
+  if (!client_sees_cut && framing->kind != BodyKind::none) ctx.persistent = false;
+  sent_head += connection_field(ctx) + "X-Cache: MISS\r\n\r\n";
   if (ctx.client.write_all(sent_head, ctx.options.write_timeout).status != IoStatus::ok) {
     log_failure(ctx, "client went away before the response head was sent");
+    ctx.persistent = false;
     return true;
   }
-  const bool client_sees_cut = framing->kind == BodyKind::content_length || chunked_to_client;
+  // Only a complete body leaves the connection reusable; every other outcome below closes it.
+  const bool persistent = ctx.persistent;
+  ctx.persistent = false;
 
   // Capture the body only while it could still be stored: never more than one object may be.
   const std::size_t object_limit = std::min(cache.max_object_bytes(), cache.capacity_bytes());
@@ -350,7 +416,14 @@ bool relay_response(Context& ctx, const Socket& origin, const Request& request,
   std::string captured;
   BodyReader reader(*framing);
   BodySink sink{&ctx.client, chunked_to_client, storable ? &captured : nullptr,
-                storable ? object_limit - key.size() - stored_head.size() : 0};
+                storable ? object_limit - key.size() - stored_head.size() : 0, {}};
+  bool stored = false;
+  auto store = [&] {
+    stored = true;
+    cache.insert(key, std::make_shared<const CachedResponse>(
+                          CachedResponse{std::move(stored_head), std::move(captured)}));
+  };
+  sink.before_last_write = store;
   BodyOutcome outcome =
       relay_body(origin, std::string_view(buffer).substr(head_bytes), reader, sink,
                  ctx.options.origin_timeout, ctx.options.write_timeout);
@@ -360,11 +433,10 @@ bool relay_response(Context& ctx, const Socket& origin, const Request& request,
           ctx.client.write_all("0\r\n\r\n", ctx.options.write_timeout).status != IoStatus::ok) {
         return true;
       }
-      // sink.capture is reset to null once the body outgrew what may be stored.
-      if (sink.capture != nullptr) {
-        cache.insert(key, std::make_shared<const CachedResponse>(
-                              CachedResponse{std::move(stored_head), std::move(captured)}));
-      }
+      ctx.persistent = persistent;
+      // sink.capture is reset to null once the body outgrew what may be stored. A body that
+      // ended at the origin's close was not known to be complete before its last write.
+      if (sink.capture != nullptr && !stored) store();
       return true;
     case BodyOutcome::source_failed:
       log_failure(ctx, "origin closed or reset the connection mid-body; response cut, nothing "
@@ -393,9 +465,8 @@ BodyOutcome relay_body(const Socket& source, std::string_view buffered, BodyRead
                        BodySink& sink, Millis read_timeout, Millis write_timeout) {
   std::string decoded;
   std::array<char, kBufferBytes> chunk;
-  auto deliver = [&]() -> bool {
-    if (decoded.empty()) return true;
-    if (sink.capture != nullptr) {
+  auto deliver = [&](bool last) -> bool {
+    if (sink.capture != nullptr && !decoded.empty()) {
       if (sink.capture->size() + decoded.size() > sink.capture_limit) {
         sink.capture->clear();
         sink.capture->shrink_to_fit();
@@ -404,6 +475,8 @@ BodyOutcome relay_body(const Socket& source, std::string_view buffered, BodyRead
         sink.capture->append(decoded);
       }
     }
+    if (last && sink.capture != nullptr && sink.before_last_write) sink.before_last_write();
+    if (decoded.empty()) return true;
     bool ok = true;
     if (sink.socket != nullptr) {
       if (sink.encode_chunked) {
@@ -420,7 +493,7 @@ BodyOutcome relay_body(const Socket& source, std::string_view buffered, BodyRead
   auto consume = [&](std::string_view input) -> std::optional<BodyOutcome> {
     BodyReader::Result r = reader.feed(input, decoded);
     if (r.error) return BodyOutcome::malformed;
-    if (!deliver()) return BodyOutcome::sink_failed;
+    if (!deliver(r.done)) return BodyOutcome::sink_failed;
     if (r.done) return BodyOutcome::complete;
     return std::nullopt;
   };
@@ -444,6 +517,31 @@ BodyOutcome relay_body(const Socket& source, std::string_view buffered, BodyRead
       case IoStatus::error:
         return BodyOutcome::source_failed;
     }
+  }
+}
+
+// RFC 9112 §9.3: HTTP/1.1 persists unless either side says close; HTTP/1.0 only when the
+// client asks with `Connection: keep-alive`.
+bool wants_persistence(const Request& request) {
+  if (field_has_token(request.fields, "Connection", "close")) return false;
+  return request.version_minor >= 1 || field_has_token(request.fields, "Connection", "keep-alive");
+}
+
+// This hop's Connection field for the response: close unless the connection persists, and
+// keep-alive spelled out for an HTTP/1.0 client, which would otherwise assume close.
+std::string connection_field(const Context& ctx) {
+  if (!ctx.persistent) return "Connection: close\r\n";
+  return ctx.version_minor == 0 ? "Connection: keep-alive\r\n" : std::string();
+}
+
+// Answers the proxy's own `GET /metrics` (Prometheus text exposition format 0.0.4).
+void send_metrics(Context& ctx, const std::string& text) {
+  std::string response = "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; "
+                         "charset=utf-8\r\nCache-Control: no-store\r\nContent-Length: " +
+                         std::to_string(text.size()) + "\r\n" + connection_field(ctx) +
+                         "X-Cache: MISS\r\n\r\n" + text;
+  if (ctx.client.write_all(response, ctx.options.write_timeout).status != IoStatus::ok) {
+    ctx.persistent = false;
   }
 }
 
@@ -474,6 +572,7 @@ void log_failure(const Context& ctx, std::string_view message) {
 // Sends a response the proxy makes itself: a status, a one-line plain-text body.
 void reply_error(Context& ctx, int status, std::string_view detail) {
   ctx.stats.errors.fetch_add(1, std::memory_order_relaxed);
+  ctx.persistent = false;  // after an error, the rest of the connection's bytes are suspect
   log_failure(ctx, std::to_string(status) + " " + std::string(detail));
   std::string body = std::to_string(status) + " " + std::string(reason_phrase(status)) + ": " +
                      std::string(detail) + "\n";

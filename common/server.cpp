@@ -109,6 +109,7 @@ int run_stage(int argc, char** argv, const StageDefinition& stage) {
     std::unique_ptr<Cache> cache =
         make_cache(config.cache_policy, config.cache_bytes, config.max_object_bytes);
     if (stage.wrap_cache) cache = stage.wrap_cache(std::move(cache));
+    if (stage.build_cache) cache = stage.build_cache(config);
     Server server(config, std::move(cache));
     if (!is_loopback_bind(config.bind)) {
       log_line("warning: listening on " + config.bind +

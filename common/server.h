@@ -59,6 +59,9 @@ class Server {
   [[nodiscard]] ProxyStats& stats() noexcept { return stats_; }
   [[nodiscard]] Shutdown& shutdown() noexcept { return shutdown_; }
   [[nodiscard]] const ServerConfig& config() const noexcept { return config_; }
+  /// The listening socket (non-blocking), for a stage that waits on it itself (stage 4's
+  /// epoll). Accept from one thread only.
+  [[nodiscard]] const Socket& listener() const noexcept { return listener_; }
   /// "HOST:PORT" actually bound (port 0 resolved).
   [[nodiscard]] std::string address() const { return local_address(listener_); }
   /// "stats: requests=N hits=N misses=N evictions=N bytes_cached=N"
@@ -86,6 +89,9 @@ struct StageDefinition {
   std::function<std::unique_ptr<Cache>(std::unique_ptr<Cache>)> wrap_cache;
   std::function<void(Server&)> run;
   std::function<std::string()> extra_stats;
+  /// When set, the cache is this function's, built from the parsed settings, replacing what
+  /// make_cache + wrap_cache made (stage 4's sharded cache needs a flag of its own).
+  std::function<std::unique_ptr<Cache>(const ServerConfig&)> build_cache;
 };
 
 int run_stage(int argc, char** argv, const StageDefinition& stage);

@@ -33,6 +33,25 @@ HttpResponse parse(std::string raw, bool closed) {
   return response;
 }
 
+// True when `raw` holds one whole response whose end its framing shows (Content-Length or
+// chunked); a close-delimited one ends only at close.
+bool framed_end_reached(const std::string& raw) {
+  proxy::ResponseHead head;
+  auto parsed = proxy::parse_response_head(raw, head);
+  if (parsed.status != proxy::ParseStatus::complete) return false;
+  auto framing = proxy::response_body_framing(head, "GET");
+  if (!framing || framing->kind == proxy::BodyKind::close_delimited) return false;
+  // Cheap checks first: this runs after every read of a body that may be megabytes long.
+  if (framing->kind == proxy::BodyKind::content_length) {
+    return raw.size() >= parsed.consumed + framing->length;
+  }
+  if (framing->kind == proxy::BodyKind::chunked && !raw.ends_with("\r\n\r\n")) return false;
+  proxy::BodyReader reader(*framing);
+  std::string body;
+  auto result = reader.feed(std::string_view(raw).substr(parsed.consumed), body);
+  return !result.error && reader.done();
+}
+
 }  // namespace
 
 std::string proxy_get(const std::string& url, const std::vector<std::string>& extra, int minor,
@@ -70,6 +89,8 @@ std::optional<HttpResponse> read_response(const proxy::Socket& socket,
     auto got = socket.read_some(chunk, left);
     if (got.status == proxy::IoStatus::ok) {
       raw.append(chunk.data(), got.bytes);
+      // A persistent connection (stage 4) stays open after a response: stop at its framed end.
+      if (framed_end_reached(raw)) return parse(std::move(raw), false);
     } else if (got.status == proxy::IoStatus::eof || got.status == proxy::IoStatus::error) {
       return parse(std::move(raw), true);
     } else {

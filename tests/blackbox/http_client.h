@@ -42,7 +42,9 @@ HttpResponse fetch(std::uint16_t proxy_port, const std::string& url,
 /// read_response(). For tests that keep a request in flight.
 proxy::Socket send_request(std::uint16_t port, const std::string& request);
 
-/// Reads from an open connection until close or `timeout`; nullopt on timeout.
+/// Reads from an open connection until close, or until one response is complete by its
+/// framing (Content-Length, last chunk) so that a persistent connection need not close, or
+/// `timeout`; nullopt on timeout.
 std::optional<HttpResponse> read_response(const proxy::Socket& socket,
                                           std::chrono::milliseconds timeout);
 

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Stage 4's before/after run: stage 3 and stage 4 side by side in ONE run, with squid and nginx
+# as peers, driven by wrk and the shared bench/wrk/proxy.lua. Prints one TSV line per
+# measurement: scenario, server, requests/s, p50 ms, p99 ms, errors, non-2xx, peak RSS KiB.
+# Usage: stage4-tuned/measure.sh [SECONDS]   (from the repository root, after `make`)
+# Env: LUA (default bench/wrk/proxy.lua), PEERS (default bench/peers), OUT (default /tmp/s4bench)
+set -euo pipefail
+DUR="${1:-10}"
+BIN=build/release/bin
+LUA="$(realpath "${LUA:-bench/wrk/proxy.lua}")"
+PEERS="$(realpath "${PEERS:-bench/peers}")"
+OUT="${OUT:-/tmp/s4bench}"
+mkdir -p "$OUT"
+
+# start NAME CMD... : runs CMD in the background, waits for its "listening on" line, and sets
+# PORT_<NAME> and PID_<NAME>.
+start() {
+  local name="$1"; shift
+  "$@" > "$OUT/$name.out" 2> "$OUT/$name.err" &
+  local pid=$!
+  for _ in $(seq 1 300); do
+    if grep -q "listening on" "$OUT/$name.out" 2>/dev/null; then break; fi
+    sleep 0.1
+  done
+  local port; port="$(grep -m1 "listening on" "$OUT/$name.out" | sed 's/.*://')"
+  eval "PORT_${name}=$port PID_${name}=$pid"
+}
+stop() { local pid="PID_$1"; kill -TERM "${!pid}" 2>/dev/null || true; wait "${!pid}" 2>/dev/null || true; }
+peak_rss() { awk '/VmHWM/ {print $2}' "/proc/$1/status" 2>/dev/null || echo -; }
+
+# run SCENARIO SERVER PORT PID CONNECTIONS TARGET [WORKLOAD] [CLOSE]
+run() {
+  local scenario="$1" server="$2" port="$3" pid="$4" conns="$5" target="$6"
+  local workload="${7:-hit}" close="${8:-0}" json="$OUT/$1-$2.json"
+  # Warm-up: fills the cache (hit) and the pool before the measured run.
+  TARGET="$target" WORKLOAD="$workload" CLOSE="$close" wrk -t 2 -c "$conns" -d 2s \
+    -s "$LUA" "http://127.0.0.1:$port" > /dev/null 2>&1 || true
+  TARGET="$target" WORKLOAD="$workload" CLOSE="$close" JSON="$json" \
+    wrk -t 2 -c "$conns" -d "${DUR}s" --latency -s "$LUA" "http://127.0.0.1:$port" \
+    > "$OUT/$1-$2.txt" 2>&1 || true
+  python3 - "$json" "$scenario" "$server" "$(peak_rss "$pid")" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+e = j["errors"]
+print("\t".join([sys.argv[2], sys.argv[3], "%.0f" % j["requests_per_s"],
+                 "%.2f" % j["latency_ms"]["p50"], "%.2f" % j["latency_ms"]["p99"],
+                 str(e["connect"] + e["read"] + e["write"] + e["timeout"]), str(e["status"]),
+                 sys.argv[4]]), flush=True)
+PY
+}
+
+start origin "$BIN/origin" --port 0
+O="http://127.0.0.1:$PORT_origin"
+echo -e "scenario\tserver\treq/s\tp50_ms\tp99_ms\terrors\tnon2xx\tpeak_rss_kib"
+
+# 1. Cache hits, 1 KiB, 100 keep-alive connections; 2. the same with Connection: close.
+start s3 "$BIN/stage3-pool" --port 0 --workers 16
+start s4 "$BIN/stage4-tuned" --port 0
+start squid "$PEERS/squid" --dir "$OUT/squid"
+start nginx "$PEERS/nginx" --dir "$OUT/nginx"
+for close in 0 1; do
+  sc=$([[ $close == 1 ]] && echo hit-close || echo hit-keepalive)
+  run "$sc" stage3-w16 "$PORT_s3" "$PID_s3" 100 "$O/bytes/1024" hit "$close"
+  run "$sc" stage4-auto "$PORT_s4" "$PID_s4" 100 "$O/bytes/1024" hit "$close"
+  run "$sc" squid "$PORT_squid" "$PID_squid" 100 "$O/bytes/1024" hit "$close"
+  run "$sc" nginx "$PORT_nginx" "$PID_nginx" 100 "http://127.0.0.1:$PORT_nginx/bytes/1024" hit "$close"
+done
+stop s3; stop s4; stop squid; stop nginx
+
+# 3. Misses at an origin with 20 ms latency, 100 connections: fixed sizes and auto. First the
+# origin alone (a new connection per request, as the proxies make): the ceiling on this machine.
+run miss-20ms origin-direct "$PORT_origin" "$PID_origin" 100 "$O/delay/20/bytes/1024" miss 1
+for w in 4 16 64 100; do
+  start s3 "$BIN/stage3-pool" --port 0 --workers "$w" --queue 1024
+  run miss-20ms "stage3-w$w" "$PORT_s3" "$PID_s3" 100 "$O/delay/20/bytes/1024" miss
+  stop s3
+  start s4 "$BIN/stage4-tuned" --port 0 --workers "$w"
+  run miss-20ms "stage4-w$w" "$PORT_s4" "$PID_s4" 100 "$O/delay/20/bytes/1024" miss
+  stop s4
+done
+start s4 "$BIN/stage4-tuned" --port 0 --workers auto --max-workers 128
+run miss-20ms stage4-auto "$PORT_s4" "$PID_s4" 100 "$O/delay/20/bytes/1024" miss
+stop s4
+
+# 4. Overload: a pool of 8 (queue 16) against 10x the connections it can serve.
+start s3 "$BIN/stage3-pool" --port 0 --workers 8 --queue 16
+run overload-80c "stage3-w8" "$PORT_s3" "$PID_s3" 80 "$O/delay/20/bytes/1024" miss
+stop s3
+start s4 "$BIN/stage4-tuned" --port 0 --workers 8 --queue 16
+run overload-80c "stage4-w8" "$PORT_s4" "$PID_s4" 80 "$O/delay/20/bytes/1024" miss
+stop s4
+stop origin

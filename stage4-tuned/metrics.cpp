@@ -1,0 +1,100 @@
+#include "metrics.h"
+
+#include <cstdio>
+
+namespace proxy {
+
+void LatencyHistogram::observe(std::chrono::nanoseconds elapsed) noexcept {
+  const double seconds = std::chrono::duration<double>(elapsed).count();
+  std::size_t bucket = 0;
+  while (bucket < kBoundsSeconds.size() && seconds > kBoundsSeconds[bucket]) ++bucket;
+  buckets_[bucket].fetch_add(1, std::memory_order_relaxed);
+  const auto ns = elapsed.count() < 0 ? 0 : static_cast<std::uint64_t>(elapsed.count());
+  sum_ns_.fetch_add(ns, std::memory_order_relaxed);
+  count_.fetch_add(1, std::memory_order_relaxed);
+}
+
+LatencyHistogram::Snapshot LatencyHistogram::snapshot() const noexcept {
+  Snapshot s;
+  std::uint64_t running = 0;
+  for (std::size_t i = 0; i < buckets_.size(); ++i) {
+    running += buckets_[i].load(std::memory_order_relaxed);
+    s.cumulative[i] = running;
+  }
+  // The count is the +Inf bucket, so that `_count == _bucket{le="+Inf"}` holds in every
+  // snapshot, as Prometheus requires, even while requests finish during the read.
+  s.count = running;
+  s.sum_seconds = static_cast<double>(sum_ns_.load(std::memory_order_relaxed)) / 1e9;
+  return s;
+}
+
+namespace {
+
+std::string number(double value) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.9g", value);
+  return text;
+}
+
+void family(std::string& out, const char* name, const char* type, const char* help) {
+  out.append("# HELP ").append(name).append(" ").append(help).append("\n");
+  out.append("# TYPE ").append(name).append(" ").append(type).append("\n");
+}
+
+void sample(std::string& out, const char* name, const char* type, const char* help,
+            std::uint64_t value) {
+  family(out, name, type, help);
+  out.append(name).append(" ").append(std::to_string(value)).append("\n");
+}
+
+}  // namespace
+
+std::string render_prometheus(const MetricsSnapshot& m) {
+  std::string out;
+  out.reserve(4096);
+  sample(out, "proxy_requests_total", "counter", "Request heads read, valid or not.", m.requests);
+  sample(out, "proxy_errors_total", "counter",
+         "Responses the proxy generated itself (4xx and 5xx, 503s included).", m.errors);
+  sample(out, "proxy_cache_hits_total", "counter", "Requests answered from the cache.",
+         m.cache.hits);
+  sample(out, "proxy_cache_misses_total", "counter", "Cache lookups that found nothing.",
+         m.cache.misses);
+  sample(out, "proxy_cache_evictions_total", "counter", "Entries evicted to make room.",
+         m.cache.evictions);
+  sample(out, "proxy_cache_bytes", "gauge", "Bytes held by the cache (key, head and body).",
+         m.cache.bytes);
+  sample(out, "proxy_cache_entries", "gauge", "Entries held by the cache.", m.cache.entries);
+  sample(out, "proxy_queue_depth", "gauge", "Connections with a request waiting for a worker.",
+         m.queue_depth);
+  sample(out, "proxy_queue_capacity", "gauge",
+         "Most connections that may wait for a worker; past it, load is shed with 503.",
+         m.queue_capacity);
+  sample(out, "proxy_workers_busy", "gauge", "Workers serving a request now.", m.busy_workers);
+  sample(out, "proxy_workers_total", "gauge", "Worker threads alive now.", m.total_workers);
+  sample(out, "proxy_workers_min", "gauge", "Lower bound of the pool size.", m.min_workers);
+  sample(out, "proxy_workers_max", "gauge", "Upper bound of the pool size.", m.max_workers);
+  sample(out, "proxy_shed_total", "counter",
+         "Connections refused with 503 and Retry-After (queue full or connection cap).", m.shed);
+  sample(out, "proxy_connections_open", "gauge", "Client connections open now.",
+         m.open_connections);
+  sample(out, "proxy_connections_idle", "gauge",
+         "Open client connections parked in epoll between requests.", m.idle_connections);
+  sample(out, "proxy_connections_idle_closed_total", "counter",
+         "Client connections closed by the idle timeout.", m.idle_closed);
+
+  const char* latency = "proxy_request_duration_seconds";
+  family(out, latency, "histogram",
+         "Time a worker spent on one request, from reading its head to the end of the response.");
+  for (std::size_t i = 0; i < m.latency.cumulative.size(); ++i) {
+    const std::string le =
+        i < LatencyHistogram::kBoundsSeconds.size() ? number(LatencyHistogram::kBoundsSeconds[i])
+                                                    : "+Inf";
+    out.append(latency).append("_bucket{le=\"").append(le).append("\"} ");
+    out.append(std::to_string(m.latency.cumulative[i])).append("\n");
+  }
+  out.append(latency).append("_sum ").append(number(m.latency.sum_seconds)).append("\n");
+  out.append(latency).append("_count ").append(std::to_string(m.latency.count)).append("\n");
+  return out;
+}
+
+}  // namespace proxy

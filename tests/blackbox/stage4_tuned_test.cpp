@@ -1,0 +1,399 @@
+// Stage 4's own behaviour, black-box through the real binary: load shedding, the header-read
+// deadline, keep-alive (many requests on one connection, the idle timeout, a pipelined pair,
+// the connection cap), /metrics as Prometheus text whose counters add up, and --workers auto
+// staying within its bounds. Every other black-box test runs against stage 4 too (StageTest).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <poll.h>
+
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "body_reader.h"
+#include "stage_fixture.h"
+
+namespace testing_support {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+constexpr auto kDeadline = 30s;  // generous: a loaded 2-core machine under TSan
+
+/// Reads `count` responses from one connection, in order, each delimited by its framing
+/// (Content-Length or chunked), as a keep-alive client must. Fewer when the connection ends or
+/// `timeout` passes first.
+std::vector<HttpResponse> read_framed(const proxy::Socket& socket, std::size_t count,
+                                      std::chrono::milliseconds timeout) {
+  std::vector<HttpResponse> responses;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string raw;
+  std::array<char, 65536> chunk;
+  while (responses.size() < count) {
+    proxy::ResponseHead head;
+    auto parsed = proxy::parse_response_head(raw, head);
+    if (parsed.status == proxy::ParseStatus::complete) {
+      auto framing = proxy::response_body_framing(head, "GET");
+      if (framing && framing->kind != proxy::BodyKind::close_delimited) {
+        proxy::BodyReader reader(*framing);
+        HttpResponse r;
+        auto fed = reader.feed(std::string_view(raw).substr(parsed.consumed), r.body);
+        if (!fed.error && reader.done()) {
+          r.status = head.status;
+          r.fields = head.fields;
+          r.complete = true;
+          const std::size_t end = parsed.consumed + fed.consumed;
+          r.raw = raw.substr(0, end);
+          raw.erase(0, end);
+          responses.push_back(std::move(r));
+          continue;
+        }
+      }
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    auto got = socket.read_some(chunk, left);
+    if (got.status != proxy::IoStatus::ok) break;
+    raw.append(chunk.data(), got.bytes);
+  }
+  return responses;
+}
+
+/// True once the peer has closed `socket` (EOF or reset) within `timeout`, discarding data.
+bool closed_by_peer(const proxy::Socket& socket, std::chrono::milliseconds timeout) {
+  std::array<char, 4096> buf;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    auto got = socket.read_some(buf, left);
+    if (got.status == proxy::IoStatus::eof || got.status == proxy::IoStatus::error) return true;
+    if (got.status != proxy::IoStatus::ok) return false;
+  }
+}
+
+/// One parsed exposition: sample name (with labels) → value, and each family's TYPE.
+struct Exposition {
+  std::map<std::string, double> samples;
+  std::map<std::string, std::string> types;
+  std::map<std::string, std::string> helps;
+  double operator[](const std::string& name) const {
+    auto it = samples.find(name);
+    return it == samples.end() ? std::nan("") : it->second;
+  }
+};
+
+/// Parses Prometheus text format 0.0.4 strictly enough to fail on anything malformed: every
+/// line is a HELP, a TYPE or `name[{labels}] value`; every sample belongs to a family with
+/// HELP and TYPE declared before it.
+Exposition parse_exposition(const std::string& text) {
+  Exposition out;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty()) continue;
+    if (line.rfind("# HELP ", 0) == 0 || line.rfind("# TYPE ", 0) == 0) {
+      std::istringstream words(line.substr(7));
+      std::string name, rest;
+      words >> name;
+      std::getline(words, rest);
+      EXPECT_FALSE(name.empty()) << line;
+      EXPECT_FALSE(rest.empty()) << line;
+      (line[2] == 'H' ? out.helps : out.types)[name] = rest.substr(rest.find_first_not_of(' '));
+      continue;
+    }
+    EXPECT_NE(line[0], '#') << "unknown comment: " << line;
+    const std::size_t space = line.rfind(' ');
+    EXPECT_NE(space, std::string::npos) << line;
+    if (space == std::string::npos) continue;
+    const std::string name = line.substr(0, space);
+    std::size_t used = 0;
+    const double value = std::stod(line.substr(space + 1), &used);
+    EXPECT_EQ(space + 1 + used, line.size()) << "trailing text: " << line;
+    std::string family = name.substr(0, name.find('{'));
+    for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+      const std::string s(suffix);
+      if (family.size() > s.size() && family.ends_with(s) &&
+          out.types.count(family.substr(0, family.size() - s.size())) != 0) {
+        family.resize(family.size() - s.size());
+      }
+    }
+    EXPECT_EQ(out.types.count(family), 1u) << "no TYPE before " << line;
+    EXPECT_EQ(out.helps.count(family), 1u) << "no HELP before " << line;
+    out.samples[name] = value;
+  }
+  return out;
+}
+
+class TunedStage : public StageTest {
+ protected:
+  Exposition metrics() {
+    HttpResponse r = exchange(proxy_port(), "GET /metrics HTTP/1.1\r\nHost: proxy\r\n"
+                                            "Connection: close\r\n\r\n");
+    EXPECT_EQ(r.status, 200);
+    EXPECT_THAT(r.field("Content-Type"), HasSubstr("text/plain; version=0.0.4"));
+    return parse_exposition(r.body);
+  }
+
+  /// Polls /metrics until `condition` holds for a snapshot, for at most `deadline`; every
+  /// snapshot seen is also handed to `each` (bound checks).
+  bool metrics_until(const std::function<bool(const Exposition&)>& condition,
+                     const std::function<void(const Exposition&)>& each,
+                     std::chrono::milliseconds deadline) {
+    const auto until = std::chrono::steady_clock::now() + deadline;
+    for (;;) {
+      Exposition m = metrics();
+      each(m);
+      if (condition(m)) return true;
+      if (std::chrono::steady_clock::now() > until) return false;
+      std::this_thread::sleep_for(20ms);  // polling another process's state: nothing to wait on
+    }
+  }
+};
+
+TEST_P(TunedStage, ShedsWith503AndRetryAfterWhenTheQueueIsFullInsteadOfHanging) {
+  start_stage({"--workers", "1", "--queue", "1"});
+  // The only worker is busy with a slow request...
+  proxy::Socket busy = send_request(proxy_port(), proxy_get(origin_url("/delay/3000/bytes/10")));
+  ASSERT_TRUE(origin_->wait_for_requests("/delay/", 1, kDeadline));
+  // ...so of two more, one fills the queue and the other is refused at once.
+  proxy::Socket second = send_request(proxy_port(), proxy_get(origin_url("/bytes/20?second")));
+  proxy::Socket third = send_request(proxy_port(), proxy_get(origin_url("/bytes/20?third")));
+  // The refusal comes at once; the queued one is answered only after the slow request.
+  std::array<pollfd, 2> waiting{pollfd{second.fd(), POLLIN, 0}, pollfd{third.fd(), POLLIN, 0}};
+  ASSERT_GE(::poll(waiting.data(), 2, static_cast<int>(std::chrono::milliseconds(kDeadline).count())), 1)
+      << "neither client was answered: a hang, not a 503";
+  pollfd slow_pending{busy.fd(), POLLIN, 0};
+  EXPECT_EQ(::poll(&slow_pending, 1, 0), 0) << "the 503 must not wait for the busy worker";
+  const proxy::Socket& first_answered = (waiting[0].revents & POLLIN) ? second : third;
+  const proxy::Socket& other = (waiting[0].revents & POLLIN) ? third : second;
+  std::optional<HttpResponse> refused = read_response(first_answered, kDeadline);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->status, 503);
+  EXPECT_EQ(refused->field("Retry-After"), "1");
+  EXPECT_EQ(refused->field("X-Cache"), "MISS");
+  EXPECT_TRUE(refused->complete);
+  auto slow = read_response(busy, kDeadline);
+  ASSERT_TRUE(slow.has_value());
+  EXPECT_EQ(slow->status, 200);
+  auto queued = read_response(other, kDeadline);
+  ASSERT_TRUE(queued.has_value());
+  EXPECT_EQ(queued->status, 200) << "the queued client is served once the worker is free";
+  harness::ExitStatus status = stage_->stop(10s);
+  EXPECT_TRUE(status.clean());
+  EXPECT_THAT(status.output, HasSubstr(" shed=1 "));
+}
+
+TEST_P(TunedStage, AnswersAClientSendingOneByteASecondWith408AndFreesItsWorker) {
+  start_stage({"--workers", "1", "--client-timeout-ms", "1500"});
+  auto connected = proxy::connect_tcp("127.0.0.1", proxy_port(), 5s);
+  ASSERT_EQ(connected.error, proxy::ConnectError::none);
+  const proxy::Socket& slow = connected.socket;
+  const std::string request = proxy_get(origin_url("/bytes/10"));
+  std::optional<HttpResponse> answer;
+  for (char c : request) {
+    if (slow.write_all(std::string_view(&c, 1), 5s).status != proxy::IoStatus::ok) break;
+    pollfd p{slow.fd(), POLLIN, 0};
+    if (::poll(&p, 1, 1000) == 1) break;  // one byte a second, until the proxy answers
+  }
+  answer = read_response(slow, kDeadline);
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->status, 408);
+  EXPECT_EQ(answer->field("Connection"), "close");
+  // The single worker is free again.
+  HttpResponse next = fetch(proxy_port(), origin_url("/bytes/10"));
+  EXPECT_EQ(next.status, 200);
+}
+
+TEST_P(TunedStage, ServesManyRequestsOnOneKeepAliveConnection) {
+  start_stage({"--workers", "2"});
+  proxy::Socket client = send_request(proxy_port(), proxy_get(origin_url("/bytes/500")));
+  constexpr int kRequests = 50;
+  for (int i = 0; i < kRequests; ++i) {
+    if (i > 0) {
+      ASSERT_EQ(client.write_all(proxy_get(origin_url("/bytes/500")), 5s).status,
+                proxy::IoStatus::ok);
+    }
+    std::vector<HttpResponse> r = read_framed(client, 1, kDeadline);
+    ASSERT_EQ(r.size(), 1u) << "request " << i;
+    EXPECT_EQ(r[0].status, 200);
+    EXPECT_EQ(r[0].body, harness::deterministic_bytes(500));
+    EXPECT_EQ(r[0].field("X-Cache"), i == 0 ? "MISS" : "HIT");
+    EXPECT_EQ(r[0].field("Connection"), "") << "HTTP/1.1 persists unless it says close";
+  }
+  EXPECT_EQ(origin_->request_count("/bytes/500"), 1u);
+  // Connection: close is honoured: the proxy answers, then closes.
+  ASSERT_EQ(client.write_all(proxy_get(origin_url("/bytes/500"), {"Connection: close"}), 5s).status,
+            proxy::IoStatus::ok);
+  auto last = read_response(client, kDeadline);
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(last->field("Connection"), "close");
+  EXPECT_TRUE(closed_by_peer(client, kDeadline));
+}
+
+TEST_P(TunedStage, ClosesAnIdleKeepAliveConnectionAfterTheIdleTimeout) {
+  start_stage({"--idle-timeout-ms", "300"});
+  proxy::Socket client = send_request(proxy_port(), proxy_get(origin_url("/bytes/10")));
+  std::vector<HttpResponse> r = read_framed(client, 1, kDeadline);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].field("Connection"), "");
+  EXPECT_TRUE(closed_by_peer(client, kDeadline)) << "the idle connection was never closed";
+  Exposition m = metrics();
+  EXPECT_EQ(m["proxy_connections_idle_closed_total"], 1);
+}
+
+TEST_P(TunedStage, AnswersAPipelinedPairInOrder) {
+  start_stage();
+  proxy::Socket client = send_request(
+      proxy_port(), proxy_get(origin_url("/delay/200/bytes/7")) + proxy_get(origin_url("/bytes/3")));
+  std::vector<HttpResponse> r = read_framed(client, 2, kDeadline);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].body, harness::deterministic_bytes(7)) << "the first request's answer first";
+  EXPECT_EQ(r[1].body, harness::deterministic_bytes(3));
+}
+
+TEST_P(TunedStage, RefusesConnectionsPastTheCapWith503) {
+  start_stage({"--max-connections", "2"});
+  proxy::Socket a = send_request(proxy_port(), proxy_get(origin_url("/bytes/1")));
+  proxy::Socket b = send_request(proxy_port(), proxy_get(origin_url("/bytes/1")));
+  ASSERT_EQ(read_framed(a, 1, kDeadline).size(), 1u);
+  ASSERT_EQ(read_framed(b, 1, kDeadline).size(), 1u);  // both stay open, idle
+  HttpResponse refused = fetch(proxy_port(), origin_url("/bytes/1"));
+  EXPECT_EQ(refused.status, 503);
+  EXPECT_EQ(refused.field("Retry-After"), "1");
+}
+
+TEST_P(TunedStage, ReportsMetricsAsPrometheusTextWhoseCountersAddUp) {
+  start_stage({"--workers", "3"});
+  for (const char* path : {"/bytes/100?a", "/bytes/200?b", "/bytes/300?c"}) {
+    ASSERT_EQ(fetch(proxy_port(), origin_url(path)).status, 200);  // 3 misses
+  }
+  for (const char* path : {"/bytes/100?a", "/bytes/300?c"}) {
+    ASSERT_EQ(fetch(proxy_port(), origin_url(path)).field("X-Cache"), "HIT");  // 2 hits
+  }
+  // A worker records a request's latency just after its last byte went out, so the client
+  // may ask for /metrics a moment before the last one is counted: poll until the histogram
+  // holds every finished request — all but the /metrics request being served.
+  Exposition m;
+  ASSERT_TRUE(metrics_until(
+      [&](const Exposition& snapshot) {
+        m = snapshot;
+        return snapshot["proxy_request_duration_seconds_count"] ==
+               snapshot["proxy_requests_total"] - 1;
+      },
+      [](const Exposition&) {}, kDeadline));
+  EXPECT_EQ(m["proxy_cache_hits_total"], 2);
+  EXPECT_EQ(m["proxy_cache_misses_total"], 3);
+  // Five proxied requests, plus /metrics requests, which count as requests but not lookups.
+  const double metrics_requests = m["proxy_requests_total"] - 5;
+  EXPECT_GE(metrics_requests, 1);
+  EXPECT_EQ(m["proxy_cache_entries"], 3);
+  EXPECT_GT(m["proxy_cache_bytes"], 600);
+  EXPECT_EQ(m["proxy_cache_evictions_total"], 0);
+  EXPECT_EQ(m["proxy_shed_total"], 0);
+  EXPECT_EQ(m["proxy_workers_total"], 3);
+  EXPECT_GE(m["proxy_workers_busy"], 1) << "this request is being served";
+  EXPECT_LE(m["proxy_workers_busy"], m["proxy_workers_total"]);
+  EXPECT_EQ(m["proxy_queue_depth"], 0);
+  EXPECT_EQ(m.types.at("proxy_request_duration_seconds"), "histogram");
+  // Buckets are cumulative and the +Inf bucket equals the count.
+  EXPECT_EQ(m["proxy_request_duration_seconds_count"], 5 + metrics_requests - 1);
+  EXPECT_EQ(m["proxy_request_duration_seconds_bucket{le=\"+Inf\"}"],
+            m["proxy_request_duration_seconds_count"]);
+  EXPECT_GT(m["proxy_request_duration_seconds_sum"], 0);
+  double previous = 0;
+  int buckets = 0;
+  for (const auto& sample : m.samples) {
+    if (sample.first.rfind("proxy_request_duration_seconds_bucket", 0) == 0) ++buckets;
+  }
+  EXPECT_GE(buckets, 5);
+  for (const char* le : {"0.0005", "0.001", "0.01", "0.1", "1", "10", "+Inf"}) {
+    double value = m[std::string("proxy_request_duration_seconds_bucket{le=\"") + le + "\"}"];
+    EXPECT_GE(value, previous) << le;
+    previous = value;
+  }
+  for (const auto& [family, type] : m.types) {
+    if (type == "counter") {
+      EXPECT_TRUE(family.ends_with("_total")) << family;
+    }
+  }
+}
+
+TEST_P(TunedStage, AutoSizedPoolGrowsUnderLoadAndShrinksBackWithinItsBounds) {
+  start_stage({"--workers", "auto", "--min-workers", "2", "--max-workers", "5",
+               "--auto-interval-ms", "50"});
+  auto within_bounds = [](const Exposition& m) {
+    EXPECT_GE(m["proxy_workers_total"], 2);
+    EXPECT_LE(m["proxy_workers_total"], 5);
+    EXPECT_EQ(m["proxy_workers_min"], 2);
+    EXPECT_EQ(m["proxy_workers_max"], 5);
+  };
+  within_bounds(metrics());
+  {
+    // Twelve clients waiting on a 100 ms origin keep any pool of at most 5 busy.
+    std::vector<std::jthread> clients;
+    for (int c = 0; c < 12; ++c) {
+      clients.emplace_back([this, c](std::stop_token stop) {
+        for (int i = 0; !stop.stop_requested(); ++i) {
+          try {
+            fetch(proxy_port(),
+                  origin_url("/delay/100/bytes/10?c=" + std::to_string(c) + "&i=" + std::to_string(i)),
+                  10s);
+          } catch (const std::exception&) {
+          }
+        }
+      });
+    }
+    EXPECT_TRUE(metrics_until([](const Exposition& m) { return m["proxy_workers_total"] == 5; },
+                              within_bounds, kDeadline))
+        << "the pool never grew to its maximum under load";
+  }  // the load stops
+  EXPECT_TRUE(metrics_until([](const Exposition& m) { return m["proxy_workers_total"] == 2; },
+                            within_bounds, kDeadline))
+      << "the pool never shrank back to its minimum when idle";
+}
+
+TEST(Stage4Help, DocumentsEveryFlagWithItsUnit) {
+  for (const std::string& stage : built_stages()) {
+    if (stage != "stage4-tuned") continue;
+    FILE* pipe = ::popen((binary_path(stage) + " --help").c_str(), "r");
+    ASSERT_NE(pipe, nullptr);
+    std::string text;
+    char buf[4096];
+    while (std::size_t n = std::fread(buf, 1, sizeof buf, pipe)) text.append(buf, n);
+    EXPECT_EQ(::pclose(pipe), 0);
+    for (const char* flag : {"--workers", "--min-workers", "--max-workers", "--auto-interval-ms",
+                             "--queue", "--max-connections", "--idle-timeout-ms",
+                             "--cache-shards", "--client-timeout-ms", "--connect-timeout-ms",
+                             "--origin-timeout-ms"}) {
+      EXPECT_THAT(text, HasSubstr(flag));
+    }
+    for (const char* unit : {"in ms", "(threads)", "(connections)", "bytes"}) {
+      EXPECT_THAT(text, HasSubstr(unit));
+    }
+  }
+}
+
+std::vector<std::string> tuned_stages() {
+  std::vector<std::string> found;
+  for (const std::string& stage : built_stages()) {
+    if (stage == "stage4-tuned") found.push_back(stage);
+  }
+  return found;
+}
+
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TunedStage);
+INSTANTIATE_TEST_SUITE_P(Tuned, TunedStage, ::testing::ValuesIn(tuned_stages()), stage_name);
+
+}  // namespace
+}  // namespace testing_support
