@@ -38,6 +38,14 @@ TEST(TuningSweep, OnePointGivesACsvRowAndBothPlots) {
   char pattern[] = "/tmp/sweep-test-XXXXXX";
   ASSERT_NE(::mkdtemp(pattern), nullptr);
   const fs::path out = pattern;
+  // Removed however the test ends (an ASSERT returns early).
+  struct RemoveAll {
+    fs::path path;
+    ~RemoveAll() {
+      std::error_code ignored;
+      fs::remove_all(path, ignored);
+    }
+  } cleanup{out};
   // `timeout` ends a hung sweep, so a hang fails the test instead of blocking it.
   const std::string command = "timeout 120 '" + testing_support::binary_path("tuning-sweep") +
                               "' --workers 2 --connections 4 --duration 1 --delay-ms 5 "
@@ -84,7 +92,6 @@ TEST(TuningSweep, OnePointGivesACsvRowAndBothPlots) {
   const std::string png = slurp(out / "sweep.png");
   ASSERT_GT(png.size(), 8u);
   EXPECT_EQ(png.substr(1, 3), "PNG");
-  fs::remove_all(out);
 }
 
 }  // namespace
