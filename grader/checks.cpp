@@ -476,12 +476,22 @@ StressRun stress(const StageInfo& stage, const std::string& build, const json& p
   const double exit_s = params.value("exit_seconds", 15.0);
 
   std::atomic<bool> stop{false};
+  std::atomic<bool> paused{false};
+  std::atomic<int> in_flight{0};
   std::atomic<long> completed{0}, errors{0};
   std::atomic<Clock::rep> last_progress{Clock::now().time_since_epoch().count()};
   std::vector<std::jthread> threads;
   for (int t = 0; t < clients; ++t) {
     threads.emplace_back([&, t] {
       for (long k = 0; !stop.load(); ++k) {
+        while (paused.load() && !stop.load()) {
+          std::this_thread::sleep_for(5ms);  // the lull in the load profile
+        }
+        in_flight.fetch_add(1);
+        struct Done {
+          std::atomic<int>& count;
+          ~Done() { count.fetch_sub(1); }
+        } done{in_flight};
         std::string id = std::to_string(t) + "-" + std::to_string(k);
         std::string path;
         switch ((k + t) % 10) {
@@ -524,6 +534,11 @@ StressRun stress(const StageInfo& stage, const std::string& build, const json& p
     return std::chrono::duration<double>(Clock::now() - last).count();
   };
   const auto start = Clock::now();
+  // Halfway, a lull: no request at all until every worker has gone idle and waits for work,
+  // then the load comes back. A lost wakeup (a push nobody is told about) only shows when
+  // every worker is asleep; a busy pool hides it.
+  bool lull_done = false;
+  const auto lull = std::chrono::milliseconds(params.value("lull_ms", 300));
   // The load lasts load_s, and then until responses are flowing (one in the last second):
   // a stage that stopped answering is given stall_s to recover before the watchdog calls it
   // a hang, however short the load.
@@ -536,6 +551,26 @@ StressRun stress(const StageInfo& stage, const std::string& build, const json& p
       hang("under load: no response completed for " + std::to_string(int(stall_s)) +
            " s while the process was alive");
       break;
+    }
+    if (!lull_done && seconds_since(start) >= load_s / 2) {
+      lull_done = true;
+      paused = true;
+      // In-flight requests must finish on their own; if they stall, that is the hang.
+      const bool drained = eventually(
+          [&] { return in_flight.load() == 0 || stalled() || !proxy.process->running(); },
+          std::chrono::seconds(int(stall_s) + 5));
+      if (!proxy.process->running()) {
+        run.died_early = true;
+        break;
+      }
+      if (!drained || in_flight.load() != 0) {
+        hang("under load: no response completed for " + std::to_string(int(stall_s)) +
+             " s while the process was alive");
+        break;
+      }
+      std::this_thread::sleep_for(lull);  // the idle period itself, not a wait for a condition
+      last_progress.store(Clock::now().time_since_epoch().count());
+      paused = false;
     }
     if (seconds_since(start) >= load_s && since_progress() < 1.0) break;
     std::this_thread::sleep_for(50ms);  // the watchdog's polling period
