@@ -15,6 +15,12 @@ help:
 	@echo "make debug      unoptimized build for gdb and Valgrind (build/debug/)"
 	@echo "make bench-cache     cache policy and wrapper throughput (Google Benchmark)"
 	@echo "make bench-dispatch  cost of a thread per task vs a pool submit (Google Benchmark)"
+	@echo "make sweep      the tuning curve: STAGE x WORKERS under wrk -> results/sweep/ (QUICK=1: ~20 s)"
+	@echo "make bench      every stage side by side on the studies' scenarios -> results/bench/ (PEERS=1, QUICK=1)"
+	@echo "make grade      grade every stage of this tree, or SUBMISSION=DIR [STAGES=1,3] [QUICK=1] -> results/grade/"
+	@echo "make grade-mutants   grade each planted-bug mutant of stage 3; every one must be caught"
+	@echo "make fuzz       libFuzzer targets for the parsers, FUZZ_SECONDS=N each (clang, build/fuzz/)"
+	@echo "make soak       a mixed load against stages 3 and 4 for SOAK_SECONDS=N each; RSS and fds must stay flat"
 	@echo "make deps       install every Debian package the project uses"
 	@echo "make clean      remove build/"
 
@@ -99,7 +105,7 @@ bench: deps-bench build/release/build.ninja
 # make grade [SUBMISSION=DIR] [STAGES=1,3] [LAB=N] [QUICK=1]; make grade-mutants [MUTANTS=a,b]
 SUBMISSION ?= .
 GRADE_FLAGS = --submission $(SUBMISSION) $(if $(STAGES),--stages $(STAGES)) \
-	$(if $(LAB),--lab $(LAB)) $(if $(QUICK),--quick) $(if $(RUBRIC),--rubric $(RUBRIC))
+	$(if $(LAB),--lab $(LAB)) $(if $(filter 1,$(QUICK)),--quick) $(if $(RUBRIC),--rubric $(RUBRIC))
 .PHONY: grade grade-mutants grader
 
 grader: build/release/build.ninja
@@ -110,7 +116,7 @@ grade: grader
 	build/release/bin/grader $(GRADE_FLAGS) $(GRADE_ARGS)
 
 grade-mutants: grader
-	build/release/bin/grader --mutants $(or $(MUTANTS),all) $(if $(QUICK),--quick) $(GRADE_ARGS)
+	build/release/bin/grader --mutants $(or $(MUTANTS),all) $(if $(filter 1,$(QUICK)),--quick) $(GRADE_ARGS)
 
 # ---- Hardening (issue 10): fuzzing and the soak run; neither is part of `make test`. ----
 # `make fuzz FUZZ_SECONDS=N` builds the libFuzzer targets with clang (build/fuzz/) and runs each
