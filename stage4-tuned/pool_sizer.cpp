@@ -57,8 +57,11 @@ std::size_t PoolSizer::next(std::size_t current, const PoolSample& sample) {
   }
   if (hold_ > 0 && --hold_ == 0) ceiling_ = 0;
 
-  const bool pressure = sample.queued > 0 || sample.shed > 0 ||
-                        demand_ >= options_.target_utilization * static_cast<double>(current);
+  // A connection caught in the queue for an instant while most workers idle is not pressure;
+  // a queue behind mostly busy workers is.
+  const double workers = static_cast<double>(current);
+  const bool pressure = sample.shed > 0 || demand_ >= options_.target_utilization * workers ||
+                        (sample.queued > 0 && demand_ >= 0.5 * workers);
   if (pressure) {
     underused_ = 0;
     // Little's law again: the work in the system is what is being served plus what waits, so
