@@ -8,8 +8,8 @@
 #include <sys/ioctl.h>
 
 #include <algorithm>
-#include <functional>
 #include <array>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>

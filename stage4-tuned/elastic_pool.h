@@ -82,7 +82,11 @@ class ElasticPool {
     // queue means nobody is idle, so a refused nudge is not needed.
     for (std::size_t i = 0; i < nudges; ++i) {
       std::optional<Item> nudge;
-      if (!queue_.try_push(std::move(nudge))) break;
+      nudges_.fetch_add(1, std::memory_order_relaxed);
+      if (!queue_.try_push(std::move(nudge))) {
+        nudges_.fetch_sub(1, std::memory_order_relaxed);
+        break;
+      }
     }
     for (std::jthread& thread : retired) thread.join();  // outside the lock: joining waits
     return target;
@@ -127,8 +131,12 @@ class ElasticPool {
   }
   /// Workers running the handler right now (a snapshot).
   [[nodiscard]] std::size_t busy() const noexcept { return busy_.load(std::memory_order_relaxed); }
-  /// Items waiting for a worker right now (nudges included; a snapshot).
-  [[nodiscard]] std::size_t queued() const { return queue_.size(); }
+  /// Items waiting for a worker right now (a snapshot; nudges not counted).
+  [[nodiscard]] std::size_t queued() const {
+    const std::size_t slots = queue_.size();
+    const std::size_t nudges = nudges_.load(std::memory_order_relaxed);
+    return slots > nudges ? slots - nudges : 0;
+  }
   /// The most items that ever waited at once.
   [[nodiscard]] std::size_t peak_queued() const { return queue_.peak_size(); }
   [[nodiscard]] std::size_t queue_capacity() const noexcept { return queue_.capacity(); }
@@ -151,6 +159,8 @@ class ElasticPool {
           detail::log_handler_failure("an exception not derived from std::exception");
         }
         busy_.fetch_sub(1, std::memory_order_relaxed);
+      } else {
+        nudges_.fetch_sub(1, std::memory_order_relaxed);
       }
       std::lock_guard lock(mutex_);
       if (live_ > target_) {
@@ -178,6 +188,7 @@ class ElasticPool {
   // An empty slot is a nudge: it wakes one idle worker to check whether it should retire.
   BoundedQueue<std::optional<Item>> queue_;
   std::atomic<std::size_t> busy_{0};
+  std::atomic<std::size_t> nudges_{0};  // nudges in the queue, which queued() leaves out
 
   mutable std::mutex mutex_;  // guards workers_, live_, target_, closed_ and Worker::retired
   std::list<Worker> workers_;  // a list: each thread holds a reference to its own node

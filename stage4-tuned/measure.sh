@@ -32,9 +32,16 @@ peak_rss() { awk '/VmHWM/ {print $2}' "/proc/$1/status" 2>/dev/null || echo -; }
 run() {
   local scenario="$1" server="$2" port="$3" pid="$4" conns="$5" target="$6"
   local workload="${7:-hit}" close="${8:-0}" json="$OUT/$1-$2.json"
-  # Warm-up: fills the cache (hit) and the pool before the measured run.
-  TARGET="$target" WORKLOAD="$workload" CLOSE="$close" wrk -t 2 -c "$conns" -d 2s \
+  # Warm-up: fills the cache (hit) and the pool before the measured run. For misses it asks
+  # for other URLs: proxy.lua's counters restart in every wrk run, so the measured run would
+  # otherwise hit what the warm-up stored.
+  local warm="$target"
+  if [[ $workload == miss ]]; then warm="$target?warmup=1"; fi
+  TARGET="$warm" WORKLOAD="$workload" CLOSE="$close" wrk -t 2 -c "$conns" -d 2s \
     -s "$LUA" "http://127.0.0.1:$port" > /dev/null 2>&1 || true
+  # The warm-up's last requests are still queued when wrk closes their connections; a server
+  # that still serves them (each a 20 ms miss) must not be measured while doing so.
+  sleep 1
   TARGET="$target" WORKLOAD="$workload" CLOSE="$close" JSON="$json" \
     wrk -t 2 -c "$conns" -d "${DUR}s" --latency -s "$LUA" "http://127.0.0.1:$port" \
     > "$OUT/$1-$2.txt" 2>&1 || true

@@ -9,6 +9,10 @@ namespace {
 // Intervals to stay below a ceiling once a growth step was undone, before probing again: the
 // load may have changed (another origin, fewer clients).
 constexpr int kHoldIntervals = 20;
+// Consecutive under-used intervals before the pool shrinks: a lull between bursts (or between
+// two benchmark runs) must not cost the workers the next burst needs. Idle threads cost only
+// their stacks; a pool too small costs queueing, which is p99.
+constexpr int kShrinkAfter = 8;
 
 }  // namespace
 
@@ -53,9 +57,13 @@ std::size_t PoolSizer::next(std::size_t current, const PoolSample& sample) {
   }
   if (hold_ > 0 && --hold_ == 0) ceiling_ = 0;
 
-  const bool pressure = sample.queued > 0 || sample.shed > 0 ||
-                        demand_ >= options_.target_utilization * static_cast<double>(current);
+  // A connection caught in the queue for an instant while most workers idle is not pressure;
+  // a queue behind mostly busy workers is.
+  const double workers = static_cast<double>(current);
+  const bool pressure = sample.shed > 0 || demand_ >= options_.target_utilization * workers ||
+                        (sample.queued > 0 && demand_ >= 0.5 * workers);
   if (pressure) {
+    underused_ = 0;
     // Little's law again: the work in the system is what is being served plus what waits, so
     // that many workers (at the target utilization) would serve it without queueing. Grow at
     // least a quarter, at once to that estimate when it is larger.
@@ -72,10 +80,10 @@ std::size_t PoolSizer::next(std::size_t current, const PoolSample& sample) {
     size_ = grown;
     return size_;
   }
-  // Under-used: shrink toward what Little's law says is needed, a quarter at a time, so that a
-  // brief lull does not throw away the workers a returning load needs.
+  // Under-used for a while: shrink toward what Little's law says is needed, a quarter at a time,
+  // so that a brief lull does not throw away the workers a returning load needs.
   const std::size_t wanted = clamp(std::ceil(demand_ / options_.target_utilization));
-  if (wanted < current) {
+  if (wanted < current && ++underused_ >= kShrinkAfter) {
     size_ = std::max(wanted, clamp(static_cast<double>(current - std::max<std::size_t>(1, current / 4))));
   }
   return size_;

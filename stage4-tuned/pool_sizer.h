@@ -61,6 +61,7 @@ class PoolSizer {
   // Intervals left before growing again after a step was undone (the ceiling found).
   int hold_ = 0;
   std::size_t ceiling_ = 0;  // 0: none found yet
+  int underused_ = 0;        // consecutive intervals without pressure and with spare workers
 };
 
 }  // namespace proxy

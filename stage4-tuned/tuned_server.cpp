@@ -172,18 +172,23 @@ void TunedServer::accept_ready() {
     const bool has_request = ::recv(fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
     Client client(ClientConnection(std::move(socket)), open_);
     if (has_request) {
-      // Registered but disarmed, so that the worker can hand it back with a MOD like any other.
-      if (epoll_client(epoll_fd_, EPOLL_CTL_ADD, fd, EPOLLONESHOT)) submit(std::move(client));
+      submit(std::move(client));  // joins the epoll set only if it comes back for another
     } else {
-      park(std::move(client), true);
+      park(std::move(client));
     }
   }
 }
 
-void TunedServer::park(Client client, bool add) {
+void TunedServer::park(Client client) {
   const int fd = client.connection.socket().fd();
   const auto index = static_cast<std::size_t>(fd);
-  if (!epoll_client(epoll_fd_, add ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd, kParkedEvents)) return;
+  // Once added, a connection stays in the set (EPOLLONESHOT disarms it while a worker has it)
+  // until it closes, so coming back costs one MOD. A Connection: close client, served straight
+  // from accept, never enters it.
+  if (!epoll_client(epoll_fd_, client.in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, kParkedEvents)) {
+    return;
+  }
+  client.in_epoll = true;
   if (index >= idle_.size()) idle_.resize(index + 1);
   idle_[index] = std::make_unique<Idle>(Idle{std::move(client), Clock::now()});
   idle_count_.fetch_add(1, std::memory_order_relaxed);
@@ -242,7 +247,7 @@ void TunedServer::take_returned() {
     std::lock_guard lock(returned_mutex_);
     back.swap(returned_);
   }
-  for (Client& client : back) park(std::move(client), false);
+  for (Client& client : back) park(std::move(client));
 }
 
 void TunedServer::close_idle(Clock::time_point now) {

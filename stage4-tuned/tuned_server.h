@@ -59,17 +59,21 @@ class TunedServer {
   struct Client {
     Client(ClientConnection c, std::atomic<std::size_t>& open) : connection(std::move(c)), open_(&open) {}
     Client(Client&& other) noexcept
-        : connection(std::move(other.connection)), open_(std::exchange(other.open_, nullptr)) {}
+        : connection(std::move(other.connection)),
+          in_epoll(other.in_epoll),
+          open_(std::exchange(other.open_, nullptr)) {}
     Client& operator=(Client&& other) noexcept {
       if (this != &other) {
         release_place();
         connection = std::move(other.connection);
+        in_epoll = other.in_epoll;
         open_ = std::exchange(other.open_, nullptr);
       }
       return *this;
     }
     ~Client() { release_place(); }
     ClientConnection connection;
+    bool in_epoll = false;  ///< registered with the poller's epoll set (armed or not)
    private:
     void release_place() noexcept {
       connection = ClientConnection(Socket());  // close first, then count it gone
@@ -85,7 +89,7 @@ class TunedServer {
 
   void serve(Client client);          // on a worker
   void accept_ready();                // on the poller
-  void park(Client client, bool add);  // on the poller: wait in epoll for the next request
+  void park(Client client);           // on the poller: wait in epoll for the next request
   void dispatch(int fd);              // on the poller: a parked connection became readable
   void submit(Client client);         // on the poller: to a worker, or shed with 503
   void take_returned();               // on the poller
