@@ -75,7 +75,7 @@ Server::Server(const ServerConfig& config, std::unique_ptr<Cache> cache)
 std::optional<Socket> Server::accept() { return accept_client(listener_, shutdown_.stop_fd()); }
 
 void Server::serve(Socket client) {
-  if (!allow_.allows_peer(client)) {
+  if (!admits(client)) {
     reply_forbidden(std::move(client), stats_);
     return;
   }

@@ -50,6 +50,10 @@ class Server {
 
   /// The next client, or nullopt once a stop was requested.
   std::optional<Socket> accept();
+  /// True when --allow admits this client's address (always, without --allow). Thread-safe
+  /// (the list is read-only after construction). A stage with its own accept path (stage 4)
+  /// must ask this before serving, and answer a refused client with reply_forbidden.
+  [[nodiscard]] bool admits(const Socket& client) const { return allow_.allows_peer(client); }
   /// Runs the shared transaction on one client (serve_connection), or answers 403 when the
   /// client's address is outside --allow. Never throws: a transaction that throws (out of
   /// memory) closes its connection and logs one line, so the calling worker lives on.

@@ -159,6 +159,12 @@ void TunedServer::accept_ready() {
       return;  // EAGAIN: the backlog is empty
     }
     Socket socket(fd);
+    // --allow is judged at accept, before a byte of the request is read (an open proxy is an
+    // open relay). The 403 is a few bytes into an empty send buffer: it cannot block the poller.
+    if (!server_.admits(socket)) {
+      reply_forbidden(std::move(socket), server_.stats());
+      continue;
+    }
     set_int_option(socket, IPPROTO_TCP, TCP_NODELAY, 1);
     if (open_.load(std::memory_order_relaxed) >= config_.max_connections) {
       shed(std::move(socket), "too many open connections (--max-connections)");
