@@ -16,6 +16,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "spawn_setup.h"
+
 extern char** environ;
 
 namespace harness {
@@ -43,22 +45,6 @@ std::string describe(int wait_status) {
   }
   return "ended with wait status " + std::to_string(wait_status);
 }
-
-// Owns posix_spawn's attribute and file-action objects for the length of one spawn.
-struct SpawnSetup {
-  posix_spawnattr_t attr{};
-  posix_spawn_file_actions_t actions{};
-  SpawnSetup() {
-    ::posix_spawnattr_init(&attr);
-    ::posix_spawn_file_actions_init(&actions);
-  }
-  ~SpawnSetup() {
-    ::posix_spawn_file_actions_destroy(&actions);
-    ::posix_spawnattr_destroy(&attr);
-  }
-  SpawnSetup(const SpawnSetup&) = delete;
-  SpawnSetup& operator=(const SpawnSetup&) = delete;
-};
 
 }  // namespace
 

@@ -21,6 +21,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "spawn_setup.h"
+
 #ifndef PROXY_SOURCE_DIR
 #error "PROXY_SOURCE_DIR must name the source tree (set in harness/CMakeLists.txt)"
 #endif
@@ -102,22 +104,6 @@ class TempDir {
 
  private:
   fs::path path_;
-};
-
-// Owns posix_spawn's attribute and file-action objects for the length of one spawn.
-struct SpawnSetup {
-  posix_spawnattr_t attr{};
-  posix_spawn_file_actions_t actions{};
-  SpawnSetup() {
-    ::posix_spawnattr_init(&attr);
-    ::posix_spawn_file_actions_init(&actions);
-  }
-  ~SpawnSetup() {
-    ::posix_spawn_file_actions_destroy(&actions);
-    ::posix_spawnattr_destroy(&attr);
-  }
-  SpawnSetup(const SpawnSetup&) = delete;
-  SpawnSetup& operator=(const SpawnSetup&) = delete;
 };
 
 // Waits for `pid` until `deadline`; kills it with SIGKILL after that. Returns the wait status
