@@ -97,8 +97,9 @@ class Results {
 };
 
 std::string ratio(double value, const bench::LoadPoint* base) {
-  if (base == nullptr || !(base->wrk.requests_per_s > 0) || !std::isfinite(value)) return "–";
-  return bench::format_number(value / base->wrk.requests_per_s, value / base->wrk.requests_per_s < 10 ? 2 : 1) + "×";
+  const double base_rate = base == nullptr ? std::nan("") : bench::ok_per_s(base->wrk);
+  if (!(base_rate > 0) || !std::isfinite(value)) return "–";
+  return bench::format_number(value / base_rate, value / base_rate < 10 ? 2 : 1) + "×";
 }
 
 std::string mib(long kib) { return bench::format_number(static_cast<double>(kib) / 1024.0, 1); }
@@ -117,7 +118,7 @@ void throughput_table(std::ostream& md, const Results& results, const Scenario& 
     md << "| " << server.command.name << " |";
     for (int c : s.connections) {
       const auto* p = results.find(s.name, c, server.command.name);
-      double rps = p ? p->wrk.requests_per_s : std::nan("");
+      double rps = p ? bench::ok_per_s(p->wrk) : std::nan("");
       md << " " << bench::format_number(rps, 0) << " | " << ratio(rps, results.find(s.name, c, stage1))
          << " | " << ratio(rps, results.find(s.name, c, stage3)) << " |";
     }
@@ -170,7 +171,7 @@ std::string gnuplot_script(const fs::path& out, const std::vector<Server>& serve
          << ": connections requests_per_s latency_p99_ms\n";
       for (int c : s->connections) {
         if (const auto* p = results.find(s->name, c, server.command.name))
-          gp << c << " " << value(p->wrk.requests_per_s) << " " << value(p->wrk.latency_ms.p99) << "\n";
+          gp << c << " " << value(bench::ok_per_s(p->wrk)) << " " << value(p->wrk.latency_ms.p99) << "\n";
       }
       gp << "EOD\n";
     }
@@ -390,7 +391,8 @@ void write_report(const BenchOptions& o, const fs::path& out, const std::vector<
      << "Every server ran each load point back to back, " << o.duration_s
      << " s of wrk each (" << o.wrk_threads << " wrk threads), against the harness origin on the same "
      << "machine" << (o.replot ? " (tables re-drawn from bench.csv)" : "; the whole run took " + bench::format_duration(elapsed)) << ". `stage3-pool` ran with `--workers "
-     << o.pool_workers << "`; every other stage with its defaults. Ratios divide a server's requests/s by "
+     << o.pool_workers << "`; every other stage with its defaults. req/s counts answered requests only (2xx/3xx; a shed 503 "
+     << "is not throughput, it is in the non-2xx column). Ratios divide a server's req/s by "
      << "stage 1's and stage 3's at the same point (above 1× = faster). Bodies: 1 kB = 1,024 bytes, "
      << "100 kB = 100,000 bytes (so one object fits Proxy Lab's 102,400-byte limit with its head).\n\n"
      << "\"dropped\" = wrk's connect + read + write + timeout errors (timeout: no answer within 2 s); "
@@ -408,7 +410,7 @@ void write_report(const BenchOptions& o, const fs::path& out, const std::vector<
     const auto* m1 = results.find("quick-io", 10, server.command.name);
     const auto* h100 = results.find("hit-100k", 10, server.command.name);
     const auto* m100 = results.find("miss-100k", 10, server.command.name);
-    auto rps = [](const bench::LoadPoint* p) { return p ? p->wrk.requests_per_s : std::nan(""); };
+    auto rps = [](const bench::LoadPoint* p) { return p ? bench::ok_per_s(p->wrk) : std::nan(""); };
     md << "| " << server.command.name << " | " << bench::format_number(rps(h1), 0) << " | "
        << bench::format_number(rps(m1), 0) << " | " << ratio(rps(h1), m1) << " | "
        << bench::format_number(rps(h100), 0) << " | " << bench::format_number(rps(m100), 0) << " | "

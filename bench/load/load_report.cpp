@@ -57,10 +57,16 @@ double apdex(const harness::WrkResult& result) {
   return score * good / asked;
 }
 
+double ok_per_s(const harness::WrkResult& result) {
+  if (!(result.duration_s > 0)) return std::nan("");
+  const auto ok = result.requests - std::min(result.requests, result.errors.status);
+  return static_cast<double>(ok) / result.duration_s;
+}
+
 std::vector<std::string> csv_columns() {
   return {"scenario",        "server",          "workload",       "workers",
           "connections",     "body_bytes",      "origin_delay_ms", "origin_capacity",
-          "duration_s",      "requests",        "requests_per_s", "bound_rps",
+          "duration_s",      "requests",        "requests_per_s", "ok_per_s",      "bound_rps",
           "latency_mean_ms", "latency_p50_ms",  "latency_p90_ms", "latency_p99_ms",
           "latency_max_ms",  "errors_connect",  "errors_read",    "errors_write",
           "errors_timeout",  "errors_status",   "apdex_t_ms",     "apdex",
@@ -87,6 +93,7 @@ std::string csv_row(const LoadPoint& p) {
       number_field(w.duration_s),
       std::to_string(w.requests),
       number_field(w.requests_per_s),
+      number_field(ok_per_s(w)),
       number_field(p.bound_rps),
       number_field(w.latency_ms.mean),
       number_field(w.latency_ms.p50),

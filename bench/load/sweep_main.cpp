@@ -56,7 +56,7 @@ std::string gnuplot_script(const SweepOptions& o, const std::vector<int>& connec
                            const fs::path& csv) {
   const int workers = column("workers");
   const int conns = column("connections");
-  const int rps = column("requests_per_s");
+  const int rps = column("ok_per_s");  // 2xx/3xx only: shed 503s are not throughput
   const int p99 = column("latency_p99_ms");
   std::ostringstream errors;  // the sum of every error column
   for (const char* name :

@@ -161,6 +161,22 @@ class TunedStage : public StageTest {
   }
 };
 
+// The default shard count leaves every shard room for four of the largest objects: two objects
+// the whole cache can hold are both kept, whichever shards their keys hash to. (With a shard per
+// largest object, two 4 KB objects in a 10,000-byte cache evicted each other half the time.)
+TEST_P(TunedStage, KeepsTwoObjectsTheCacheHasRoomForWhicheverShardsTheyHashTo) {
+  start_stage({"--cache-bytes", "10000", "--max-object-bytes", "5000"});
+  for (int pair = 0; pair < 8; ++pair) {
+    const std::string a = origin_url("/bytes/4000?a=" + std::to_string(pair));
+    const std::string b = origin_url("/bytes/4000?b=" + std::to_string(pair));
+    ASSERT_EQ(fetch(proxy_port(), a).field("X-Cache"), "MISS");
+    ASSERT_EQ(fetch(proxy_port(), b).field("X-Cache"), "MISS");
+    HttpResponse again = fetch(proxy_port(), a);
+    EXPECT_EQ(again.status, 200);
+    EXPECT_EQ(again.field("X-Cache"), "HIT") << "pair " << pair << ": " << a << " was evicted by " << b;
+  }
+}
+
 TEST_P(TunedStage, ShedsWith503AndRetryAfterWhenTheQueueIsFullInsteadOfHanging) {
   start_stage({"--workers", "1", "--queue", "1"});
   // The only worker is busy with a slow request...

@@ -106,6 +106,7 @@ TEST(CsvSchema, ARowHasOneFieldPerColumnInOrder) {
   EXPECT_EQ(at("workers"), "16");
   EXPECT_EQ(at("connections"), "100");
   EXPECT_EQ(at("requests_per_s"), "700");
+  EXPECT_EQ(at("ok_per_s"), "699.5");  // (7000 - 5 non-2xx) / 10 s
   EXPECT_EQ(at("bound_rps"), "800");
   EXPECT_EQ(at("latency_p50_ms"), "20.25");
   EXPECT_EQ(at("latency_p99_ms"), "40.5");
@@ -156,3 +157,16 @@ TEST(IntList, SpacesOrCommasSeparatePositiveNumbers) {
 }
 
 }  // namespace
+
+// A stage that sheds load answers most of an overload with 503 in microseconds; wrk counts those
+// as requests, so the tables must rank servers by the answers that were not refusals.
+TEST(CsvSchema, ShedRequestsAreNotThroughput) {
+  harness::WrkResult shedding;
+  shedding.requests = 36'000;
+  shedding.duration_s = 2;
+  shedding.requests_per_s = 18'000;
+  shedding.errors.status = 35'000;
+  EXPECT_DOUBLE_EQ(bench::ok_per_s(shedding), 500.0);
+  harness::WrkResult empty;
+  EXPECT_TRUE(std::isnan(bench::ok_per_s(empty)));
+}
