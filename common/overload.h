@@ -16,8 +16,9 @@ namespace proxy {
 /// Request bytes that already arrived are drained before the close, so the client sees an
 /// orderly end of stream rather than a reset that could discard the 503; nothing waits for
 /// bytes still on their way. Counts one error in `stats` and logs one line naming the peer,
-/// `reason` and `detail` (e.g. "cannot start a thread", e.what()); the client's body stays
-/// generic.
+/// `reason` and `detail` (e.g. "cannot start a thread", e.what()) — at most one line per second
+/// process-wide, carrying the count of refusals not logged since, so an overload cannot flood
+/// stderr; the client's body stays generic.
 /// Thread-safety: safe from any thread. Never throws, and the reply itself needs no allocation,
 /// so it still works when the reason for refusing is running out of memory. Waits at most 1 s
 /// for the client to take the bytes.

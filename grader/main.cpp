@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -42,6 +43,22 @@ std::string slurp(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+// "NAME-HASH" for a submission's canonical path: the folder's name for people, and a 64-bit
+// FNV-1a hash of the whole path (stable across runs and compilers) so two students' folders
+// with the same name never share a build.
+std::string build_folder_name(const std::string& canonical_submission) {
+  std::uint64_t hash = 14695981039346656037ULL;
+  for (unsigned char c : canonical_submission) {
+    hash ^= c;
+    hash *= 1099511628211ULL;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+  std::string name = fs::path(canonical_submission).filename().string();
+  if (name.empty()) name = "root";
+  return name + "-" + std::string(hex, 8);
 }
 
 std::string format_duration(double s) {
@@ -375,7 +392,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--out", out_dir, "Where report.md, results.json, junit.xml and logs go")
       ->capture_default_str();
-  app.add_option("--build-dir", build_root, "Out-of-tree builds of the submission (default OUT/build)");
+  app.add_option("--build-dir", build_root,
+                 "Out-of-tree builds of the submission (default OUT/build/NAME-HASH, one per "
+                 "submission path)");
   app.add_option("--prebuilt", prebuilt,
                  "Grade the stage binaries in this directory instead of building (every check "
                  "uses them as they are: no TSan unless they were built with it)");
@@ -404,7 +423,9 @@ int main(int argc, char** argv) {
   submission = fs::canonical(submission).string();
   fs::create_directories(out_dir);
   out_dir = fs::canonical(out_dir).string();
-  if (build_root.empty()) build_root = out_dir + "/build";
+  // One build folder per submission: CMake refuses a build folder configured from another
+  // source tree, so a shared one would fail every submission graded after the first.
+  if (build_root.empty()) build_root = out_dir + "/build/" + build_folder_name(submission);
   ::signal(SIGPIPE, SIG_IGN);
 
   grader::CheckContext ctx;

@@ -177,6 +177,30 @@ TEST_P(TunedStage, KeepsTwoObjectsTheCacheHasRoomForWhicheverShardsTheyHashTo) {
   }
 }
 
+// Under overload a log line per refusal would be thousands of blocking writes a second from the
+// poller; refusals are logged at most once a second, with the count of those left out.
+TEST_P(TunedStage, LogsRefusalsAtMostOncePerSecondNotOncePerRefusal) {
+  start_stage({"--max-connections", "1"});
+  // One open keep-alive connection fills the cap: every other client is refused at accept.
+  proxy::Socket holder = send_request(proxy_port(), proxy_get(origin_url("/bytes/1")));
+  ASSERT_EQ(read_framed(holder, 1, kDeadline).size(), 1u);
+  constexpr int kClients = 40;
+  int refused = 0;
+  for (int i = 0; i < kClients; ++i) {
+    if (fetch(proxy_port(), origin_url("/bytes/1")).status == 503) ++refused;
+  }
+  ASSERT_EQ(refused, kClients);
+  harness::ExitStatus status = stage_->stop(10s);
+  EXPECT_TRUE(status.clean());
+  const std::string log = stage_log();
+  int lines = 0;
+  for (std::size_t at = log.find(": 503 "); at != std::string::npos; at = log.find(": 503 ", at + 1)) {
+    ++lines;
+  }
+  EXPECT_GE(lines, 1) << "the first refusal is logged";
+  EXPECT_LT(lines, kClients / 2) << log;
+}
+
 TEST_P(TunedStage, ShedsWith503AndRetryAfterWhenTheQueueIsFullInsteadOfHanging) {
   start_stage({"--workers", "1", "--queue", "1"});
   // The only worker is busy with a slow request...
