@@ -783,10 +783,12 @@ RunOutcome measure_throughput(const CheckSpec&, const StageInfo& stage, const Ch
       std::string key = workload + "@" + std::to_string(connections);
       try {
         harness::WrkResult r = harness::run_wrk(options);
-        data[key] = r.requests_per_s;
+        // Only answered requests count: a stage that refused everything with a quick 503
+        // would otherwise win every ratio.
+        data[key] = r.ok_per_s();
         char line[200];
-        std::snprintf(line, sizeof line, "  %-9s %8.0f req/s  p99 %7.1f ms  errors %llu\n",
-                      key.c_str(), r.requests_per_s, r.latency_ms.p99,
+        std::snprintf(line, sizeof line, "  %-9s %8.0f req/s answered  p99 %7.1f ms  errors %llu\n",
+                      key.c_str(), r.ok_per_s(), r.latency_ms.p99,
                       static_cast<unsigned long long>(r.errors.total()));
         out += line;
       } catch (const std::exception& e) {

@@ -3,8 +3,10 @@
 // Used by `make sweep`, `make bench` and the grader's throughput check.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 
@@ -75,6 +77,15 @@ struct WrkResult {
   double apdex_tolerating = 0;  ///< fraction in [0, 1]; NaN when no request completed
   /// wrk's own stdout (the human report). Filled by run_wrk only; for logs, never parsed.
   std::string report;
+
+  /// Answered requests per second: 2xx/3xx responses (requests minus errors.status) over
+  /// duration_s; NaN when nothing was timed. A stage that sheds load answers 503 in
+  /// microseconds and wrk counts those in requests_per_s, so throughput is judged by this.
+  [[nodiscard]] double ok_per_s() const noexcept {
+    if (!(duration_s > 0)) return std::numeric_limits<double>::quiet_NaN();
+    const std::uint64_t ok = requests - std::min(requests, errors.status);
+    return static_cast<double>(ok) / duration_s;
+  }
 };
 
 /// The copy of bench/wrk/proxy.lua in the source tree this binary was built from.

@@ -97,7 +97,7 @@ class Results {
 };
 
 std::string ratio(double value, const bench::LoadPoint* base) {
-  const double base_rate = base == nullptr ? std::nan("") : bench::ok_per_s(base->wrk);
+  const double base_rate = base == nullptr ? std::nan("") : base->wrk.ok_per_s();
   if (!(base_rate > 0) || !std::isfinite(value)) return "–";
   return bench::format_number(value / base_rate, value / base_rate < 10 ? 2 : 1) + "×";
 }
@@ -118,7 +118,7 @@ void throughput_table(std::ostream& md, const Results& results, const Scenario& 
     md << "| " << server.command.name << " |";
     for (int c : s.connections) {
       const auto* p = results.find(s.name, c, server.command.name);
-      double rps = p ? bench::ok_per_s(p->wrk) : std::nan("");
+      double rps = p ? p->wrk.ok_per_s() : std::nan("");
       md << " " << bench::format_number(rps, 0) << " | " << ratio(rps, results.find(s.name, c, stage1))
          << " | " << ratio(rps, results.find(s.name, c, stage3)) << " |";
     }
@@ -171,7 +171,7 @@ std::string gnuplot_script(const fs::path& out, const std::vector<Server>& serve
          << ": connections requests_per_s latency_p99_ms\n";
       for (int c : s->connections) {
         if (const auto* p = results.find(s->name, c, server.command.name))
-          gp << c << " " << value(bench::ok_per_s(p->wrk)) << " " << value(p->wrk.latency_ms.p99) << "\n";
+          gp << c << " " << value(p->wrk.ok_per_s()) << " " << value(p->wrk.latency_ms.p99) << "\n";
       }
       gp << "EOD\n";
     }
@@ -410,7 +410,7 @@ void write_report(const BenchOptions& o, const fs::path& out, const std::vector<
     const auto* m1 = results.find("quick-io", 10, server.command.name);
     const auto* h100 = results.find("hit-100k", 10, server.command.name);
     const auto* m100 = results.find("miss-100k", 10, server.command.name);
-    auto rps = [](const bench::LoadPoint* p) { return p ? bench::ok_per_s(p->wrk) : std::nan(""); };
+    auto rps = [](const bench::LoadPoint* p) { return p ? p->wrk.ok_per_s() : std::nan(""); };
     md << "| " << server.command.name << " | " << bench::format_number(rps(h1), 0) << " | "
        << bench::format_number(rps(m1), 0) << " | " << ratio(rps(h1), m1) << " | "
        << bench::format_number(rps(h100), 0) << " | " << bench::format_number(rps(m100), 0) << " | "

@@ -57,12 +57,6 @@ double apdex(const harness::WrkResult& result) {
   return score * good / asked;
 }
 
-double ok_per_s(const harness::WrkResult& result) {
-  if (!(result.duration_s > 0)) return std::nan("");
-  const auto ok = result.requests - std::min(result.requests, result.errors.status);
-  return static_cast<double>(ok) / result.duration_s;
-}
-
 std::vector<std::string> csv_columns() {
   return {"scenario",        "server",          "workload",       "workers",
           "connections",     "body_bytes",      "origin_delay_ms", "origin_capacity",
@@ -93,7 +87,7 @@ std::string csv_row(const LoadPoint& p) {
       number_field(w.duration_s),
       std::to_string(w.requests),
       number_field(w.requests_per_s),
-      number_field(ok_per_s(w)),
+      number_field(w.ok_per_s()),
       number_field(p.bound_rps),
       number_field(w.latency_ms.mean),
       number_field(w.latency_ms.p50),

@@ -53,11 +53,6 @@ struct LoadPoint {
   double apdex_read = std::numeric_limits<double>::quiet_NaN();
 };
 
-/// Answered requests per second: responses with a 2xx/3xx status (requests minus wrk's non-2xx
-/// count) over the run's duration. A stage that sheds load answers 503 in microseconds, and wrk
-/// counts those in requests_per_s; throughput tables, ratios and plots use this instead.
-double ok_per_s(const harness::WrkResult& result);
-
 /// The point's APDEX: apdex(point.wrk), or the value read back from a CSV.
 double point_apdex(const LoadPoint& point);
 
@@ -67,7 +62,8 @@ LoadPoint read_csv_row(std::string_view line);
 
 /// The CSV header: one name per column, in csv_row's order. Columns: scenario, server,
 /// workload, workers, connections, body_bytes, origin_delay_ms, origin_capacity, duration_s,
-/// requests, requests_per_s, ok_per_s (2xx/3xx only), bound_rps, latency_mean_ms, latency_p50_ms, latency_p90_ms,
+/// requests, requests_per_s, ok_per_s (2xx/3xx only, WrkResult::ok_per_s), bound_rps,
+/// latency_mean_ms, latency_p50_ms, latency_p90_ms,
 /// latency_p99_ms, latency_max_ms, errors_connect, errors_read, errors_write, errors_timeout,
 /// errors_status (non-2xx/3xx), apdex_t_ms, apdex, peak_rss_kib, peak_vsz_kib, peak_threads,
 /// cpu_seconds.
