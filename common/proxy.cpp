@@ -246,6 +246,10 @@ std::optional<Socket> fetch_from_origin(Context& ctx, const Request& request,
       return std::nullopt;
     case ConnectError::cancelled:
       return std::nullopt;
+    case ConnectError::exhausted:
+      // Our own overload, not a bad gateway: the client may retry (RFC 9110 §15.6.4).
+      reply_error(ctx, 503, "no descriptor for the origin connection: " + connected.message);
+      return std::nullopt;
     default:
       reply_error(ctx, 502, "origin unreachable: " + connected.message);
       return std::nullopt;
@@ -580,6 +584,7 @@ void reply_error(Context& ctx, int status, std::string_view detail) {
                          std::string(reason_phrase(status)) +
                          "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: " +
                          std::to_string(body.size()) +
+                         (status == 503 ? "\r\nRetry-After: 1" : "") +
                          "\r\nConnection: close\r\nX-Cache: MISS\r\n\r\n" + body;
   ctx.client.write_all(response, ctx.options.write_timeout);
 }

@@ -349,7 +349,11 @@ ConnectResult connect_tcp(const std::string& host, std::uint16_t port, Millis ti
     Socket socket(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
                            ai->ai_protocol));
     if (!socket.valid()) {
-      result = {Socket(), ConnectError::other, std::string("socket: ") + std::strerror(errno)};
+      const int error = errno;
+      const bool exhausted =
+          error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM;
+      result = {Socket(), exhausted ? ConnectError::exhausted : ConnectError::other,
+                std::string("socket: ") + std::strerror(error)};
       continue;
     }
     int rc = ::connect(socket.fd(), ai->ai_addr, ai->ai_addrlen);

@@ -73,8 +73,9 @@ std::string peer_address(const Socket& socket);
 /// The local port of a bound socket.
 std::uint16_t local_port(const Socket& socket);
 
-/// Why connect_tcp failed.
-enum class ConnectError { none, resolve, refused, timeout, cancelled, other };
+/// Why connect_tcp failed. `exhausted`: this process is out of descriptors or buffers (EMFILE,
+/// ENFILE, ENOBUFS, ENOMEM from socket(2)) — the proxy's own overload, not the origin's fault.
+enum class ConnectError { none, resolve, refused, timeout, cancelled, exhausted, other };
 
 /// Outcome of connect_tcp: a connected socket, or the error and a one-line description.
 struct ConnectResult {
