@@ -323,13 +323,16 @@ TEST_P(TunedStage, ReportsMetricsAsPrometheusTextWhoseCountersAddUp) {
   }
   // A worker records a request's latency just after its last byte went out, so the client
   // may ask for /metrics a moment before the last one is counted: poll until the histogram
-  // holds every finished request — all but the /metrics request being served.
+  // holds every finished request — all but the /metrics request being served. Each earlier
+  // client's close also makes its parked connection readable, and the poller hands it to a
+  // worker to read the EOF: wait until those have passed through the queue too.
   Exposition m;
   ASSERT_TRUE(metrics_until(
       [&](const Exposition& snapshot) {
         m = snapshot;
         return snapshot["proxy_request_duration_seconds_count"] ==
-               snapshot["proxy_requests_total"] - 1;
+                   snapshot["proxy_requests_total"] - 1 &&
+               snapshot["proxy_queue_depth"] == 0;
       },
       [](const Exposition&) {}, kDeadline));
   EXPECT_EQ(m["proxy_cache_hits_total"], 2);
