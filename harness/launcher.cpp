@@ -69,21 +69,7 @@ Process::Process(std::vector<std::string> argv, const ProcessOptions& options) {
     ::posix_spawn_file_actions_addopen(&spawn.actions, STDERR_FILENO, options.stderr_path.c_str(),
                                        O_WRONLY | O_CREAT | O_TRUNC, 0644);
   }
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
-  // Sockets a test opened without close-on-exec must not outlive it in a server it started.
-  ::posix_spawn_file_actions_addclosefrom_np(&spawn.actions, 3);
-#endif
-  // A parent that blocks SIGTERM to sigwait, or ignores SIGPIPE, must not pass that on: the
-  // child would shrug off stop()'s SIGTERM.
-  sigset_t none;
-  sigset_t defaults;
-  sigemptyset(&none);
-  sigemptyset(&defaults);
-  for (int signal : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD})
-    sigaddset(&defaults, signal);
-  ::posix_spawnattr_setsigmask(&spawn.attr, &none);
-  ::posix_spawnattr_setsigdefault(&spawn.attr, &defaults);
-  ::posix_spawnattr_setflags(&spawn.attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  spawn.close_inherited_and_reset_signals();
 
   std::vector<char*> args;
   args.reserve(argv.size() + 1);

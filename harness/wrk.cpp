@@ -244,18 +244,7 @@ WrkResult run_wrk(const WrkOptions& options) {
                                      O_WRONLY | O_CREAT | O_TRUNC, 0644);
   ::posix_spawn_file_actions_addopen(&spawn.actions, STDERR_FILENO, err_path.c_str(),
                                      O_WRONLY | O_CREAT | O_TRUNC, 0644);
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
-  ::posix_spawn_file_actions_addclosefrom_np(&spawn.actions, 3);
-#endif
-  // A caller that blocks or ignores signals (a server's sigwait, SIGPIPE) must not pass that on.
-  sigset_t none;
-  sigset_t defaults;
-  sigemptyset(&none);
-  sigemptyset(&defaults);
-  for (int signal : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&defaults, signal);
-  ::posix_spawnattr_setsigmask(&spawn.attr, &none);
-  ::posix_spawnattr_setsigdefault(&spawn.attr, &defaults);
-  ::posix_spawnattr_setflags(&spawn.attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  spawn.close_inherited_and_reset_signals();
 
   std::vector<char*> args;
   for (auto& arg : argv) args.push_back(arg.data());
