@@ -3,7 +3,11 @@
 namespace proxy {
 
 std::size_t entry_bytes(std::string_view key, const CachedResponse& response) noexcept {
-  return key.size() + response.head.size() + response.body.size();
+  std::size_t bytes = key.size() + response.head.size() + response.body.size();
+  for (const VaryField& field : response.vary) {
+    bytes += field.name.size() + (field.value ? field.value->size() : 0);
+  }
+  return bytes;
 }
 
 }  // namespace proxy

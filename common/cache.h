@@ -5,24 +5,49 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace proxy {
+
+/// One request field a stored response's `Vary` names, with the value the request that
+/// fetched it carried (all its lines joined by ", "), or nullopt when that request had none.
+/// A later request matches the stored variant only when its values are the same (RFC 9111 §4.1).
+struct VaryField {
+  std::string name;  ///< lower-case field name
+  std::optional<std::string> value;
+};
+
+/// When a stored response arrived and how long it stays fresh, in whole seconds (RFC 9111
+/// §4.2). Filled in by cache_policy.h (make_freshness) when the proxy stores a response; the
+/// zero default means stale on arrival and never revalidated, i.e. never served.
+struct Freshness {
+  std::int64_t response_time = 0;          ///< Unix seconds when the response head arrived
+  std::int64_t corrected_initial_age = 0;  ///< its age then, seconds (RFC 9111 §4.2.3)
+  std::int64_t lifetime = 0;   ///< seconds fresh, counted from its generation (§4.2.1, §4.2.2)
+  bool has_validator = false;  ///< `head` holds an ETag or Last-Modified (§4.3.1)
+};
 
 /// A complete response as stored: immutable once built and shared by pointer, so an entry
 /// evicted while another thread still relays it stays valid until that thread lets go.
 struct CachedResponse {
   /// Status line and header fields, each ending in CRLF, without the blank line. Framing
-  /// (Content-Length, Transfer-Encoding), hop-by-hop fields and X-Cache are left out: the proxy
-  /// adds its own when it serves the entry.
+  /// (Content-Length, Transfer-Encoding), hop-by-hop fields, Age and X-Cache are left out: the
+  /// proxy adds its own when it serves the entry.
   std::string head;
   /// The decoded body, byte-exact.
   std::string body;
+  /// Freshness of this response (RFC 9111 §4.2); see Freshness.
+  Freshness freshness{};
+  /// The request fields its `Vary` names, as the request that fetched it sent them (§4.1).
+  std::vector<VaryField> vary{};
 };
 
 /// What a cache charges for an entry against its byte limits: everything it holds — key,
-/// head and body — in bytes, as CS:APP Proxy Lab counts a whole web object.
+/// head, body and the Vary'd request values it keeps — in bytes, as CS:APP Proxy Lab counts a
+/// whole web object. The fixed-size Freshness numbers are not charged.
 std::size_t entry_bytes(std::string_view key, const CachedResponse& response) noexcept;
 
 /// True when an entry charged `bytes` may be stored under these limits. A zero limit caches
