@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "body_reader.h"
+#include "cache_policy.h"
 #include "log.h"
 #include "rewrite.h"
 #include "uri.h"
@@ -42,6 +43,10 @@ struct Context {
   bool persistent = false;
   int version_minor = 1;  // the client's HTTP/1.x: a 1.0 client needs keep-alive spelled out
   std::uint64_t* connection_requests = nullptr;  // the connection's count, beside stats.requests
+  // RFC 9111 (cache_policy.h): when the request went to the origin, and the stale stored
+  // response it asks the origin to revalidate (null when the request is not conditional).
+  UnixSeconds request_time = 0;
+  std::shared_ptr<const CachedResponse> revalidating{};
 };
 
 // Where relay_body writes what it decodes.
@@ -69,6 +74,8 @@ bool relay_response(Context& ctx, const Socket& origin, const Request& request,
                     const std::string& key, bool may_store, Cache& cache);
 bool read_request_body(Context& ctx, const BodyFraming& framing, std::string_view buffered,
                        std::string& out);
+void serve_revalidated(Context& ctx, const ResponseHead& not_modified, const Request& request,
+                       const std::string& key, bool may_store, Cache& cache);
 
 // Helpers, defined last: persistence, streaming a body, answering with an error, closing.
 bool wants_persistence(const Request& request);
@@ -132,12 +139,26 @@ bool serve_request(ClientConnection& connection, Cache& cache, const ProxyOption
                           "Transfer-Encoding, or conflicting lengths)");
   } else {
     const std::string key = uri->cache_key();
-    if (auto cached = cache.find(key)) {
+    // RFC 9111 §4: a stored response answers only when fresh and acceptable to the request; a
+    // stale one with a validator is revalidated (a 304 then serves it, as a HIT).
+    const RequestCacheRules rules = request_cache_rules(request);
+    ctx.request_time = unix_now();
+    std::shared_ptr<const CachedResponse> cached = rules.bypass ? nullptr : cache.find(key);
+    const StoredUse use =
+        cached ? decide_use(*cached, request, rules, ctx.request_time) : StoredUse::miss;
+    std::optional<ResponseHead> stored_head =
+        use == StoredUse::revalidate ? parse_stored_head(cached->head) : std::nullopt;
+    if (stored_head) ctx.revalidating = cached;
+    if (use == StoredUse::serve) {
       send_cached(ctx, *cached);
+    } else if (rules.only_if_cached) {
+      reply_error(ctx, 504, "only-if-cached, and no fresh stored response (RFC 9111 §5.2.1.7)");
     } else if (std::optional<Socket> origin = fetch_from_origin(
-                   ctx, request, *uri, *body, std::string_view(buffer).substr(head_bytes))) {
+                   ctx, stored_head ? conditional_request(request, stored_head->fields) : request,
+                   *uri, *body, std::string_view(buffer).substr(head_bytes))) {
       // A GET with a body is not keyed by that body, so its response is never stored.
-      if (!relay_response(ctx, *origin, request, key, body->kind == BodyKind::none, cache)) {
+      if (!relay_response(ctx, *origin, request, key,
+                          body->kind == BodyKind::none && rules.may_store, cache)) {
         client.reset();  // a reset, not a FIN: the client must not take a cut body as whole
         return false;
       }
@@ -207,6 +228,8 @@ bool read_request(Context& ctx, std::string& buffer, Request& request, std::size
 // Sends a stored response: its head, our framing and X-Cache, then the body.
 void send_cached(Context& ctx, const CachedResponse& cached) {
   std::string head = cached.head;
+  // A response from a cache says how old it is (RFC 9111 §5.1).
+  head += "Age: " + std::to_string(current_age(cached.freshness, unix_now())) + "\r\n";
   head += "Content-Length: " + std::to_string(cached.body.size()) + "\r\n" +
           connection_field(ctx) + "X-Cache: HIT\r\n\r\n";
   // One write for a small entry: a hit is the proxy's fastest path, and two sends would cost
@@ -377,6 +400,11 @@ bool relay_response(Context& ctx, const Socket& origin, const Request& request,
     ctx.persistent = false;  // a cut (shutdown) gets no reply, so nothing may follow it
     return true;
   }
+  const UnixSeconds response_time = unix_now();
+  if (ctx.revalidating && head.status == 304) {
+    serve_revalidated(ctx, head, request, key, may_store, cache);
+    return true;
+  }
   std::optional<BodyFraming> framing = response_body_framing(head, request.method);
   if (!framing) {
     reply_error(ctx, 502, "origin sent conflicting or malformed Content-Length");
@@ -390,11 +418,17 @@ bool relay_response(Context& ctx, const Socket& origin, const Request& request,
     if (framing_field || iequals(field.name, "X-Cache") || is_hop_by_hop_in(field.name, head.fields)) {
       continue;
     }
+    if (iequals(field.name, "Age")) continue;  // the age is kept in Freshness, sent afresh
     stored_head.append(field.name).append(": ").append(field.value).append("\r\n");
+  }
+  // A response cached or forwarded without a Date gets one (RFC 9110 §6.6.1).
+  if (!find_field(head.fields, "Date")) {
+    stored_head += "Date: " + format_http_date(response_time) + "\r\n";
   }
   // An HTTP/1.0 client cannot read chunked coding: it gets the decoded body, ended by close.
   const bool chunked_to_client = framing->kind == BodyKind::chunked && request.version_minor >= 1;
   std::string sent_head = stored_head;
+  if (auto age = find_field(head.fields, "Age")) sent_head.append("Age: ").append(*age).append("\r\n");
   if (framing->kind == BodyKind::content_length) {
     sent_head += "Content-Length: " + std::to_string(framing->length) + "\r\n";
   } else if (chunked_to_client) {
@@ -415,17 +449,25 @@ bool relay_response(Context& ctx, const Socket& origin, const Request& request,
 
   // Capture the body only while it could still be stored: never more than one object may be.
   const std::size_t object_limit = std::min(cache.max_object_bytes(), cache.capacity_bytes());
-  const bool storable = may_store && head.status == 200 && framing->kind != BodyKind::none &&
-                        key.size() + stored_head.size() <= object_limit;
+  // RFC 9111 §3 (cache_policy.h): whether this response may be stored, and how long it is fresh.
+  const std::optional<Freshness> freshness =
+      make_freshness(head.status, head.fields, ctx.request_time, response_time,
+                     ctx.options.heuristic_freshness.count());
+  CachedResponse entry{std::move(stored_head), {}, freshness.value_or(Freshness{}),
+                       vary_fields(head.fields, request).value_or(std::vector<VaryField>{})};
+  const std::size_t entry_overhead = entry_bytes(key, entry);
+  const bool storable =
+      may_store && framing->kind != BodyKind::none && entry_overhead <= object_limit &&
+      decide_store(request, request_cache_rules(request), head.status, head.fields, freshness).store;
   std::string captured;
   BodyReader reader(*framing);
   BodySink sink{&ctx.client, chunked_to_client, storable ? &captured : nullptr,
-                storable ? object_limit - key.size() - stored_head.size() : 0, {}};
+                storable ? object_limit - entry_overhead : 0, {}};
   bool stored = false;
   auto store = [&] {
     stored = true;
-    cache.insert(key, std::make_shared<const CachedResponse>(
-                          CachedResponse{std::move(stored_head), std::move(captured)}));
+    entry.body = std::move(captured);
+    cache.insert(key, std::make_shared<const CachedResponse>(std::move(entry)));
   };
   sink.before_last_write = store;
   BodyOutcome outcome =
@@ -459,6 +501,40 @@ bool relay_response(Context& ctx, const Socket& origin, const Request& request,
       return client_sees_cut;
   }
   return true;
+}
+
+// A 304 answered our conditional request for a stale stored response (RFC 9111 §4.3.3): the
+// stored response, its fields updated from the 304 (§4.3.4), is fresh again. It replaces the
+// stored entry (or leaves the cache, if the update forbids storing it) and is served as a HIT.
+void serve_revalidated(Context& ctx, const ResponseHead& not_modified, const Request& request,
+                       const std::string& key, bool may_store, Cache& cache) {
+  const CachedResponse& stale = *ctx.revalidating;
+  std::optional<ResponseHead> stored = parse_stored_head(stale.head);
+  if (!stored) {  // serve_request parsed it before asking: cannot happen
+    reply_error(ctx, 502, "stored response unreadable after revalidation");
+    return;
+  }
+  const UnixSeconds response_time = unix_now();
+  HeaderFields update = not_modified.fields;
+  // A 304 without Date is dated on arrival (RFC 9110 §6.6.1), or the stored Date would age it.
+  if (!find_field(update, "Date")) update.push_back({"Date", format_http_date(response_time)});
+  const HeaderFields fields = merge_not_modified(stored->fields, update);
+  const std::optional<Freshness> freshness =
+      make_freshness(stored->status, fields, ctx.request_time, response_time,
+                     ctx.options.heuristic_freshness.count());
+  auto refreshed = std::make_shared<const CachedResponse>(
+      CachedResponse{stored_head_text(stored->status, stored->reason, fields), stale.body,
+                     freshness.value_or(Freshness{response_time, 0, 0, false}),
+                     vary_fields(fields, request).value_or(std::vector<VaryField>{})});
+  if (may_store) {
+    if (decide_store(request, request_cache_rules(request), stored->status, fields, freshness)
+            .store) {
+      cache.insert(key, refreshed);
+    } else {
+      cache.erase(key);
+    }
+  }
+  send_cached(ctx, *refreshed);
 }
 
 // ---- Helpers: streaming a body, answering with an error, closing. ----

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -25,6 +26,12 @@ struct ProxyOptions {
   /// request asked for close, was HTTP/1.0 without `Connection: keep-alive`, or carried a body.
   /// Off for stages 1-3: one request per connection is part of their lesson.
   bool keep_alive = false;
+  /// Heuristic freshness (RFC 9111 §4.2.2) for a 200 without max-age, s-maxage or Expires:
+  /// 10% of its Date − Last-Modified, at most this long, or this long without Last-Modified.
+  /// Generous by default because most small origins (the harness's /bytes/N, Proxy Lab's tiny)
+  /// send no freshness at all, and the course's cache relies on storing them. 0 stores only
+  /// responses with explicit freshness. See cache_policy.h for every caching rule.
+  std::chrono::seconds heuristic_freshness{86'400};
   /// When set, an origin-form `GET /metrics` addressed to the proxy itself is answered 200 with
   /// this function's result as `text/plain; version=0.0.4` (Prometheus text format). Called on
   /// the serving thread, so it must be thread-safe.
@@ -78,7 +85,9 @@ bool serve_request(ClientConnection& connection, Cache& cache, const ProxyOption
 /// answered with a status and a one-line log: 400 malformed, 408 request head too slow,
 /// 414/431 too long, 501 a method other than GET or a scheme other than http, 505 an HTTP
 /// version other than 1.x, 502 origin unreachable or malformed, 504 origin timeout. A response is
-/// stored only when it is complete, status 200, answers a GET and fits max_object_bytes().
+/// stored only when it is complete, status 200, answers a GET, fits max_object_bytes() and
+/// RFC 9111 allows it (cache_policy.h). A stored response is served only while fresh, with an
+/// Age field; a stale one with a validator is revalidated, and a 304 serves it as a HIT.
 /// Bodies are streamed, never held whole unless they may be stored.
 /// Thread-safety: safe to run concurrently on different sockets when `cache` is thread-safe.
 /// Never throws for I/O or protocol errors; may throw std::bad_alloc.

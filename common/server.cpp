@@ -62,6 +62,15 @@ void add_server_options(CLI::App& app, ServerConfig& config) {
           "CIDR"))
       ->allow_extra_args(false)  // one range per --allow, so `--allow R 8080` keeps its port
       ->take_all();
+  // RFC 9111 caching (issue 9): how long a 200 without explicit freshness stays fresh.
+  app.add_option_function<long>(
+         "--heuristic-freshness-s",
+         [&config](long s) { config.proxy.heuristic_freshness = std::chrono::seconds{s}; },
+         "Longest heuristic freshness, in s, of a 200 without max-age/s-maxage/Expires "
+         "(RFC 9111 4.2.2): 10% of Date - Last-Modified up to this, or this without "
+         "Last-Modified. 0 stores only explicitly fresh responses")
+      ->check(CLI::Range(0L, 31'536'000L))
+      ->default_str(std::to_string(config.proxy.heuristic_freshness.count()));
 }
 
 Server::Server(const ServerConfig& config, std::unique_ptr<Cache> cache)

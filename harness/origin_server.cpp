@@ -208,6 +208,81 @@ std::string anything_json(const RequestView& request) {
   return echo.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
+// ---- caching (issue 9): /respond, any response fields from the query string ----
+
+// "%3D" -> "=": the query's percent-escapes decoded ('+' stays a '+'). nullopt when malformed.
+std::optional<std::string> percent_decode(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    unsigned value = 0;
+    if (i + 2 >= text.size()) return std::nullopt;
+    auto [end, error] = std::from_chars(text.data() + i + 1, text.data() + i + 3, value, 16);
+    if (error != std::errc() || end != text.data() + i + 3) return std::nullopt;
+    out += static_cast<char>(value);
+    i += 2;
+  }
+  return out;
+}
+
+// /respond?h=NAME:VALUE&h=...&status=CODE: a response with exactly those extra fields (values
+// percent-decoded, e.g. h=Cache-Control:max-age%3D60) and that status (default 200); the body
+// is the request's header lines, so a test sees which request a stored response came from. A
+// request whose If-None-Match equals the ETag given, or whose If-Modified-Since equals the
+// Last-Modified given, gets 304 with the same fields: a validator check in its simplest form.
+// `h304=NAME:VALUE` fields replace those of the same name on a 304 only (a refreshed header).
+std::optional<Plan> respond_route(const RequestView& request) {
+  const std::string_view target = request.head.target;
+  const auto question = target.find('?');
+  std::string_view query =
+      question == std::string_view::npos ? std::string_view() : target.substr(question + 1);
+  Plan plan;
+  plan.reply = text_reply(200, std::string(request.raw_fields));
+  std::vector<std::pair<std::string, std::string>> on_304;
+  while (!query.empty()) {
+    const auto amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    const bool only_304 = pair.starts_with("h304=");
+    if (auto field = only_304 ? after(pair, "h304=") : after(pair, "h=")) {
+      std::optional<std::string> decoded = percent_decode(*field);
+      const auto colon = decoded ? decoded->find(':') : std::string::npos;
+      if (colon == std::string::npos || colon == 0) return std::nullopt;
+      const auto value = decoded->find_first_not_of(" \t", colon + 1);
+      (only_304 ? on_304 : plan.reply.fields)
+          .emplace_back(decoded->substr(0, colon),
+                        value == std::string::npos ? std::string() : decoded->substr(value));
+    } else if (auto code = after(pair, "status=")) {
+      auto status = parse_number(*code, 599);
+      if (!status || *status < 200) return std::nullopt;
+      plan.reply.status = static_cast<int>(*status);
+    }
+  }
+  for (const auto& [name, value] : plan.reply.fields) {
+    const char* condition = proxy::iequals(name, "ETag")            ? "If-None-Match"
+                            : proxy::iequals(name, "Last-Modified") ? "If-Modified-Since"
+                                                                    : nullptr;
+    if (condition == nullptr) continue;
+    if (auto asked = proxy::find_field(request.head.fields, condition); asked && *asked == value) {
+      plan.reply.status = 304;
+    }
+  }
+  if (plan.reply.status == 304) {
+    for (const auto& [name, value] : on_304) {
+      std::erase_if(plan.reply.fields, [&](const auto& f) { return proxy::iequals(f.first, name); });
+    }
+    plan.reply.fields.insert(plan.reply.fields.end(), on_304.begin(), on_304.end());
+  }
+  if (plan.reply.status == 304 || plan.reply.status == 204) {
+    plan.reply.body.clear();
+    plan.reply.framing = Framing::none;
+  }
+  return plan;
+}
+
 // Maps a path (no query) to a plan; nullopt when no route matches (404).
 std::optional<Plan> route(std::string_view path, const RequestView& request) {
   Plan plan;
@@ -301,6 +376,7 @@ std::optional<Plan> route(std::string_view path, const RequestView& request) {
                          {"Last-Modified", std::string(kLastModified)}};
     return plan;
   }
+  if (path == "/respond") return respond_route(request);
   if (auto n = after(path, "/no-store/")) {
     auto count = parse_number(*n, kMaxBodyBytes);
     if (!count) return std::nullopt;

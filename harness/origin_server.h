@@ -50,6 +50,10 @@ struct OriginOptions {
 ///   /cache/SECONDS        Cache-Control: max-age=SECONDS, ETag, Last-Modified; 304 on a
 ///                         matching If-None-Match
 ///   /no-store/N           N bytes with Cache-Control: no-store
+///   /respond?h=NAME:VALUE&status=CODE  those fields (percent-decoded, repeatable) and status;
+///                         body: the request's header lines; 304 when If-None-Match equals its
+///                         ETag or If-Modified-Since its Last-Modified, h304=NAME:VALUE
+///                         replacing fields on that 304 only (RFC 9111 tests)
 ///   /__stats              {"/path": count, ...}, never delayed, never counted, no capacity slot
 /// Anything else is 404; a malformed request gets 400 (or 414/431/505) and the connection
 /// closes. Keep-alive and pipelining per RFC 9112 §9.3. Counting keys are paths without query.
