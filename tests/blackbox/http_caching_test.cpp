@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "cache_policy.h"
+#include "hardening_support.h"
 #include "stage_fixture.h"
 
 namespace testing_support {
@@ -59,6 +61,24 @@ TEST_P(HttpCaching, StoresA200WithoutFreshnessHeuristically_Rfc9111_4_2_2) {
   EXPECT_EQ(second.field("X-Cache"), "HIT");
   EXPECT_EQ(second.body, first.body);
   EXPECT_EQ(origin_requests(), 1u);
+}
+
+// CS:APP's tiny answers HTTP/1.0 with no Date, no Cache-Control and no Last-Modified: the
+// response a Proxy Lab cache exists for. It is stored (heuristically fresh), and dated on the way
+// through (RFC 9110 §6.6.1).
+TEST_P(HttpCaching, StoresProxyLabTinysUndatedResponseAndDatesIt_Rfc9111_4_2_2) {
+  RawOrigin tiny("HTTP/1.0 200 OK\r\nServer: Tiny Web Server\r\nContent-length: 5\r\n"
+                 "Content-type: text/plain\r\n\r\nhello");
+  start_stage();
+  HttpResponse first = get(tiny.url("/home.html"));
+  EXPECT_EQ(first.field("X-Cache"), "MISS");
+  EXPECT_EQ(first.body, "hello");
+  EXPECT_TRUE(proxy::parse_http_date(first.field("Date")).has_value()) << first.field("Date");
+  HttpResponse second = get(tiny.url("/home.html"));
+  EXPECT_EQ(second.field("X-Cache"), "HIT");
+  EXPECT_EQ(second.body, "hello");
+  EXPECT_EQ(second.field("Date"), first.field("Date"));
+  EXPECT_EQ(tiny.connections(), 1);
 }
 
 TEST_P(HttpCaching, HeuristicFreshnessZeroStoresOnlyExplicitlyFreshResponses_Rfc9111_4_2_2) {
