@@ -271,8 +271,9 @@ std::optional<Plan> respond_route(const RequestView& request) {
     }
   }
   if (plan.reply.status == 304) {
-    for (const auto& [name, value] : on_304) {
-      std::erase_if(plan.reply.fields, [&](const auto& f) { return proxy::iequals(f.first, name); });
+    for (const auto& update : on_304) {
+      std::erase_if(plan.reply.fields,
+                    [&](const auto& f) { return proxy::iequals(f.first, update.first); });
     }
     plan.reply.fields.insert(plan.reply.fields.end(), on_304.begin(), on_304.end());
   }
