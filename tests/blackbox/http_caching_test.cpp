@@ -81,6 +81,24 @@ TEST_P(HttpCaching, StoresProxyLabTinysUndatedResponseAndDatesIt_Rfc9111_4_2_2) 
   EXPECT_EQ(tiny.connections(), 1);
 }
 
+TEST_P(HttpCaching, HeuristicFreshnessIsTenPercentOfTheTimeSinceLastModified_Rfc9111_4_2_2) {
+  start_stage();
+  // Modified in 2015: 10% of a decade is over the one-day cap, so fresh.
+  const std::string old = respond({std::string("Last-Modified: ") + kHttpDatePast});
+  EXPECT_EQ(get(old).field("X-Cache"), "MISS");
+  EXPECT_EQ(get(old).field("X-Cache"), "HIT");
+  EXPECT_EQ(origin_requests(), 1u);
+  // Modified "after" its Date: no heuristic lifetime at all, so every use is revalidated with
+  // If-Modified-Since (the origin answers 304) and served from the cache.
+  const std::string just_changed = respond({"Last-Modified: Fri, 01 Jan 2100 00:00:00 GMT"});
+  HttpResponse first = get(just_changed);
+  EXPECT_EQ(first.field("X-Cache"), "MISS");
+  HttpResponse second = get(just_changed);
+  EXPECT_EQ(second.field("X-Cache"), "HIT");
+  EXPECT_EQ(second.body, first.body);
+  EXPECT_EQ(origin_requests(), 3u);
+}
+
 TEST_P(HttpCaching, HeuristicFreshnessZeroStoresOnlyExplicitlyFreshResponses_Rfc9111_4_2_2) {
   start_stage({"--heuristic-freshness-s", "0"});
   const std::string heuristic = origin_url("/bytes/100");
