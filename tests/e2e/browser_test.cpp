@@ -72,6 +72,10 @@ class BrowserCheck : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     chromium_ = e2e::chromium_path();
     if (chromium_.empty()) GTEST_SKIP() << kNoChromium;
+    // Once per run: which browser the result is about.
+    static const std::string version = e2e::chromium_version(chromium_);
+    std::cout << "e2e: " << chromium_ << ": " << (version.empty() ? "version unknown" : version)
+              << "\n";
     std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
     for (char& c : name) {
       if (c == '/') c = '_';
