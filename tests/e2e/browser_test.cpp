@@ -128,7 +128,6 @@ class BrowserCheck : public ::testing::TestWithParam<std::string> {
     options.screenshot_path = work_dir_ + "/" + label + ".png";
     options.work_dir = work_dir_;
     e2e::LoadResult result = e2e::load_page(chromium_, options);
-    std::ofstream(work_dir_ + "/" + label + ".html") << result.dom;
     std::cout << "e2e: " << GetParam() << " " << label << " load: " << result.elapsed.count()
               << " ms\n";
     return result;

@@ -184,8 +184,8 @@ LoadResult load_page(const std::string& chromium, const LoadOptions& options) {
   LoadResult result;
   const fs::path work_dir = options.work_dir;
   const fs::path profile = make_temp_dir(work_dir, "profile-");
-  const fs::path dom_path = work_dir / "dom.html";
-  const fs::path log_path = work_dir / "chromium.log";
+  const fs::path dom_path = fs::path(options.screenshot_path).replace_extension(".html");
+  const fs::path log_path = fs::path(options.screenshot_path).replace_extension(".log");
   std::error_code error;
   fs::remove(options.screenshot_path, error);
 

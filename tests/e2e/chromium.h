@@ -28,9 +28,11 @@ struct LoadOptions {
   /// never sends loopback addresses to a proxy) and Google's hosts bypass it instead, so only
   /// the page's own requests reach the proxy (chromium.cpp says which requests those are).
   std::string proxy;
-  std::string screenshot_path;  ///< where `--screenshot` writes the PNG (required)
-  std::string work_dir;         ///< holds the fresh profile and Chromium's log (must exist)
-  int width = 480;              ///< window size in CSS px; the page is laid out for 480 x 320
+  /// Where `--screenshot` writes the PNG (required). The DOM and Chromium's log are kept beside
+  /// it, with the extensions .html and .log, for a person to look at when the check fails.
+  std::string screenshot_path;
+  std::string work_dir;  ///< holds the fresh profile, removed after the run (must exist)
+  int width = 480;       ///< window size in CSS px; the page is laid out for 480 x 320
   int height = 320;
   /// Kill the whole browser (its process group) and fail when the load has not finished by
   /// then. A load takes ~1-3 s on a loaded 2-core machine.
