@@ -99,6 +99,7 @@ class Child {
 
     std::vector<std::string> copy = argv;
     std::vector<char*> args;
+    args.reserve(copy.size() + 1);
     for (auto& arg : copy) args.push_back(arg.data());
     args.push_back(nullptr);
     if (int rc = ::posix_spawn(&pid_, copy[0].c_str(), &spawn.actions, &spawn.attr, args.data(),

@@ -13,7 +13,7 @@ namespace e2e {
 
 /// The Chromium binary the check runs: $CHROMIUM when set, else /usr/bin/chromium (Debian's
 /// package `chromium`, installed by `scripts/install-deps e2e`). Empty when neither is an
-/// executable file. Thread-safe.
+/// executable file. Thread-safe while nobody changes the environment.
 std::string chromium_path();
 
 /// What `chromium --version` prints (one line, e.g. "Chromium 156.0.8078.114 built on Debian

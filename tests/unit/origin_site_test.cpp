@@ -37,7 +37,7 @@ SiteReply get(const harness::OriginServer& origin, const std::string& target) {
     throw std::runtime_error("cannot send the request");
   }
   std::string received;
-  std::string buffer(16 * 1024, '\0');
+  std::string buffer(std::size_t{16} * 1024, '\0');
   for (;;) {
     auto got = connected.socket.read_some(buffer, kTimeout);
     if (got.status != proxy::IoStatus::ok) break;
