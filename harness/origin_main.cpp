@@ -1,5 +1,5 @@
 // The scripted origin as a program, for benchmarks and manual poking (curl, wrk):
-//   origin [--port P] [--bind ADDR] [--threads N] [--capacity K] [--delay-ms MS]
+//   origin [--port P] [--bind ADDR] [--threads N] [--capacity K] [--delay-ms MS] [--site DIR]
 // Prints `listening on HOST:PORT` first, like the stages; on SIGINT/SIGTERM it stops, prints
 // `stats: {per-path counts}` and exits 0.
 #include <pthread.h>
@@ -30,6 +30,7 @@ constexpr const char* kPaths = R"(Paths:
   /cache/SECONDS      Cache-Control: max-age=SECONDS with ETag and Last-Modified
   /no-store/N         N bytes with Cache-Control: no-store
   /__stats            per-path request counts as JSON
+  /site/PATH          with --site DIR: the file DIR/PATH, Content-Type by extension
 )";
 
 // Measured numbers, so a reader can tell whether the origin could be what limits a benchmark.
@@ -61,6 +62,9 @@ int run(int argc, char** argv) {
   app.add_option("--delay-ms", options.default_delay_ms, "Latency added to every path, in ms")
       ->capture_default_str()
       ->check(CLI::Range(0, 3'600'000));
+  app.add_option("--site", options.site_dir,
+                 "Serve the files of this directory under /site/ (the browser check's page)")
+      ->check(CLI::ExistingDirectory);
   app.footer(std::string(kPaths) + kMeasured);
   CLI11_PARSE(app, argc, argv);
 

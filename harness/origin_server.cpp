@@ -15,6 +15,8 @@
 #include <cstring>
 #include <ctime>
 #include <deque>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -421,6 +423,56 @@ std::string_view raw_field_lines(std::string_view head) {
   auto line_end = head.find("\r\n", start);
   if (line_end == std::string_view::npos || head.size() < line_end + 4) return {};
   return head.substr(line_end + 2, head.size() - (line_end + 2) - 2);
+}
+
+// ---- e2e (issue 9): the static site behind /site/ (OriginOptions::site_dir) ----
+
+// Content-Type by file extension. A browser goes by it, not by the bytes: a stylesheet of another
+// type is ignored in standards mode, and an SVG displays in <img> only as image/svg+xml.
+std::string_view site_content_type(std::string_view file) {
+  static constexpr std::pair<std::string_view, std::string_view> kTypes[] = {
+      {".html", "text/html; charset=utf-8"}, {".css", "text/css; charset=utf-8"},
+      {".js", "text/javascript; charset=utf-8"},  // RFC 9239 §6
+      {".json", "application/json"},         {".txt", "text/plain; charset=utf-8"},
+      {".png", "image/png"},                 {".gif", "image/gif"},
+      {".svg", "image/svg+xml"},             {".jpg", "image/jpeg"},
+      {".ico", "image/vnd.microsoft.icon"},
+  };
+  for (auto [extension, type] : kTypes) {
+    if (file.ends_with(extension)) return type;
+  }
+  return "application/octet-stream";
+}
+
+// The plan for /site/PATH: the file's bytes, or a 404 for a missing file or any path that could
+// leave the directory (an empty, "." or ".." segment, or a percent-escape we do not decode).
+std::optional<Plan> site_route(const std::string& site_dir, std::string_view path) {
+  auto rest = after(path, "/site/");
+  if (!rest) return std::nullopt;
+  std::string relative(*rest);
+  if (relative.empty() || relative.ends_with('/')) relative += "index.html";
+  if (relative.find('%') != std::string::npos || relative.find('\\') != std::string::npos) {
+    return std::nullopt;
+  }
+  for (std::size_t start = 0; start <= relative.size();) {
+    auto slash = relative.find('/', start);
+    auto segment = std::string_view(relative).substr(start, slash - start);
+    if (segment.empty() || segment == "." || segment == "..") return std::nullopt;
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  std::error_code error;
+  const std::filesystem::path file = std::filesystem::path(site_dir) / relative;
+  if (!std::filesystem::is_regular_file(file, error)) return std::nullopt;
+  std::ifstream in(file, std::ios::binary);
+  std::string body{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (in.bad()) return std::nullopt;
+  Plan plan;
+  plan.reply = text_reply(200, std::move(body));
+  plan.reply.content_type = std::string(site_content_type(relative));
+  plan.reply.fields = {{"Cache-Control", "max-age=3600"},
+                       {"Last-Modified", std::string(kLastModified)}};
+  return plan;
 }
 
 }  // namespace
@@ -895,6 +947,9 @@ void OriginServer::Loop::dispatch(Connection& c) {
     return;
   }
   std::optional<Plan> plan = route(path, RequestView{c.request, c.raw_fields, c.body});
+  if (!plan && !server_.options_.site_dir.empty()) {
+    plan = site_route(server_.options_.site_dir, path);
+  }
   if (!plan) {
     plan.emplace();
     plan->reply = text_reply(404, "no such path: " + std::string(path) + "\n");
@@ -1118,6 +1173,9 @@ const std::string& OriginServer::Loop::http_date() {
 OriginServer::OriginServer(OriginOptions options) : options_(std::move(options)) {
   if (options_.threads < 1 || options_.capacity < 0 || options_.default_delay_ms < 0) {
     throw std::runtime_error("origin: threads must be >= 1, capacity and delay >= 0");
+  }
+  if (!options_.site_dir.empty() && !std::filesystem::is_directory(options_.site_dir)) {
+    throw std::runtime_error("origin: site directory not found: " + options_.site_dir);
   }
   // A deep backlog: a benchmark opens a thousand connections at once.
   listener_ = proxy::listen_tcp(options_.bind, options_.port, 4096);

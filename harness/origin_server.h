@@ -32,6 +32,13 @@ struct OriginOptions {
   int threads = 1;                 ///< epoll loop threads (at least 1)
   int capacity = 0;  ///< most requests served at once; more wait in FIFO order. 0 = unlimited
   int default_delay_ms = 0;  ///< latency added to every path except /__stats, in ms
+
+  // ---- e2e (issue 9): a static site for the browser check ----
+  /// When not empty, `/site/PATH` serves the file DIR/PATH (`/site/` and `/site/D/` serve
+  /// index.html) with a Content-Type named by its extension and `Cache-Control: max-age=3600`,
+  /// so a shared cache may store it (RFC 9111 §3). Read per request in the loop thread: meant
+  /// for small test pages, not benchmarks. The constructor throws when DIR is not a directory.
+  std::string site_dir{};
 };
 
 /// A scripted HTTP/1.1 origin. Paths (bodies deterministic, framed by Content-Length unless
@@ -55,6 +62,7 @@ struct OriginOptions {
 ///                         ETag or If-Modified-Since its Last-Modified, h304=NAME:VALUE
 ///                         replacing fields on that 304 only (RFC 9111 tests)
 ///   /__stats              {"/path": count, ...}, never delayed, never counted, no capacity slot
+///   /site/PATH            the file PATH under OriginOptions::site_dir (when set), else 404
 /// Anything else is 404; a malformed request gets 400 (or 414/431/505) and the connection
 /// closes. Keep-alive and pipelining per RFC 9112 §9.3. Counting keys are paths without query.
 /// Under `capacity`, a request holds its slot from dispatch until its response is written or
