@@ -50,6 +50,10 @@ struct OriginOptions {
 ///   /cache/SECONDS        Cache-Control: max-age=SECONDS, ETag, Last-Modified; 304 on a
 ///                         matching If-None-Match
 ///   /no-store/N           N bytes with Cache-Control: no-store
+///   /echo                 the request body exactly, application/octet-stream, any method;
+///                         X-Echo-Method names the method received
+///   /interim/CODE[/PATH]  an interim CODE response (100, or 103 with a Link field) first, then
+///                         PATH's answer (or a short text)
 ///   /__stats              {"/path": count, ...}, never delayed, never counted, no capacity slot
 /// Anything else is 404; a malformed request gets 400 (or 414/431/505) and the connection
 /// closes. Keep-alive and pipelining per RFC 9112 §9.3. Counting keys are paths without query.

@@ -216,15 +216,17 @@ TEST_P(HardeningInput, RelaysRequestBodiesByteExactWhateverTheirFraming) {
   EXPECT_THAT(received[3].head, ::testing::Not(HasSubstr("X-Trailer")));
 }
 
-TEST_P(HardeningInput, RefusesBodiesOverTheLimitAndMethodsOtherThanGet) {
-  start_stage();
+TEST_P(HardeningInput, RefusesBodiesOverTheLimitAndMethodsItDoesNotImplement) {
+  // The default limit is 100 MiB, streamed past the first MiB (issue 9); 1 MiB here keeps the
+  // limit inside the part checked before the origin is contacted.
+  start_stage({"--max-request-body-bytes", "1048576"});
   RawOrigin origin(ok_response("ok"));
   const std::string line = "GET " + origin.url("/anything") + " HTTP/1.1\r\nHost: x\r\n";
   expect_refused("Content-Length over 1 MiB", line + "Content-Length: 2000000\r\n\r\nabc", 413);
   std::string big_chunk = line + "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
   big_chunk += "100001\r\n" + std::string(0x100001, 'z') + "\r\n0\r\n\r\n";
   expect_refused("chunked body over 1 MiB", big_chunk, 413);
-  expect_refused("POST", closing_request(origin.url("/anything"), {"Content-Length: 2"}, 1, "POST") + "hi", 501);
+  expect_refused("TRACE", closing_request(origin.url("/anything"), {"Content-Length: 2"}, 1, "TRACE") + "hi", 501);
   EXPECT_EQ(origin.connections(), 0);
 }
 
