@@ -106,7 +106,10 @@ TEST_P(HardeningInput, EnforcesHeadLimitsAtTheirExactBoundaries) {
 
   std::vector<std::string> fields;
   for (int i = 0; i < 98; ++i) fields.push_back("X-F" + std::to_string(i) + ": v");
-  HttpResponse hundred = exchange(proxy_port(), closing_request(origin_url("/bytes/11"), fields));
+  // The proxy adds Via (issue 9), so the origin sees 101 fields: one that enforces the same
+  // limit as the proxy would refuse them, and this test is about the proxy's limit.
+  RawOrigin lenient(ok_response("ok"));
+  HttpResponse hundred = exchange(proxy_port(), closing_request(lenient.url("/bytes/11"), fields));
   EXPECT_EQ(hundred.status, 200) << "Host, 98 fields and Connection: 100, the limit";
   fields.push_back("X-F98: v");
   expect_refused("101 fields", closing_request(origin_url("/bytes/12"), fields), 431);
