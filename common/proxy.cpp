@@ -19,6 +19,7 @@
 #include "cache_policy.h"
 #include "log.h"
 #include "rewrite.h"
+#include "tunnel.h"
 #include "uri.h"
 
 namespace proxy {
@@ -26,10 +27,6 @@ namespace {
 
 constexpr std::size_t kBufferBytes = 64 * 1024;
 constexpr std::size_t kMaxResponseHead = 64 * 1024;
-// A request body is held whole before it goes to the origin (see fetch_from_origin); past this
-// many bytes the client gets 413 (RFC 9110 §15.5.14). Only GET is served today, whose bodies
-// are rare and small.
-constexpr std::uint64_t kMaxRequestBody = 1024 * 1024;
 
 // What we know of the connection being served, for replies and log lines.
 struct Context {
@@ -47,6 +44,7 @@ struct Context {
   // response it asks the origin to revalidate (null when the request is not conditional).
   UnixSeconds request_time = 0;
   std::shared_ptr<const CachedResponse> revalidating{};
+  bool sent_continue = false;  // we answered the client's Expect: 100-continue ourselves
 };
 
 // Where relay_body writes what it decodes.
@@ -58,9 +56,14 @@ struct BodySink {
   // Runs once the whole body is captured, before its last bytes go out: a client on a
   // persistent connection may ask again the moment it has them, and must find the entry stored.
   std::function<void()> before_last_write;
+  // A streamed request body may not grow past this many decoded bytes (max_request_body).
+  std::uint64_t limit = UINT64_MAX;
+  std::uint64_t delivered = 0;  // decoded bytes seen so far, against `limit`
 };
 
-enum class BodyOutcome { complete, source_failed, source_timeout, sink_failed, malformed, cancelled };
+enum class BodyOutcome {
+  complete, source_failed, source_timeout, sink_failed, malformed, cancelled, too_large
+};
 
 
 // The steps of the transaction, in the order the protocol runs them. serve_connection, right
@@ -73,14 +76,24 @@ std::optional<Socket> fetch_from_origin(Context& ctx, const Request& request,
 bool relay_response(Context& ctx, const Socket& origin, const Request& request,
                     const std::string& key, bool may_store, Cache& cache);
 bool read_request_body(Context& ctx, const BodyFraming& framing, std::string_view buffered,
-                       std::string& out);
+                       BodyReader& reader, std::string& out, bool& whole);
 void serve_revalidated(Context& ctx, const ResponseHead& not_modified, const Request& request,
                        const std::string& key, bool may_store, Cache& cache);
+bool stream_request_body(Context& ctx, Socket& origin, BodyReader& reader, bool chunked,
+                         std::uint64_t already);
+bool serve_connect(Context& ctx, const Request& request, std::string_view early_bytes);
+
+// Methods (RFC 9110 §9.3): which ones we forward, and which ones invalidate (RFC 9111 §4.4).
+bool is_forwarded_method(std::string_view method);
+bool is_unsafe_method(std::string_view method);
+void invalidate_after_unsafe(Cache& cache, const std::string& key, const ResponseHead& head);
 
 // Helpers, defined last: persistence, streaming a body, answering with an error, closing.
 bool wants_persistence(const Request& request);
 std::string connection_field(const Context& ctx);
 void send_metrics(Context& ctx, const std::string& text);
+std::optional<Socket> connect_to_origin(Context& ctx, const std::string& host, std::uint16_t port);
+std::string via_field(const Context& ctx, int version_minor);
 BodyOutcome relay_body(const Socket& source, std::string_view buffered, BodyReader& reader,
                        BodySink& sink, Millis read_timeout, Millis write_timeout);
 void reply_error(Context& ctx, int status, std::string_view detail);
@@ -115,7 +128,9 @@ bool serve_request(ClientConnection& connection, Cache& cache, const ProxyOption
   std::optional<AbsoluteUri> uri = parse_absolute_uri(request.target);
   std::optional<BodyFraming> body = request_body_framing(request);
   ctx.version_minor = request.version_minor;
-  ctx.persistent = options.keep_alive && body && body->kind == BodyKind::none &&
+  const bool connect = request.method == "CONNECT";
+  // After a CONNECT the connection is a tunnel: what follows its head is tunnel bytes.
+  ctx.persistent = options.keep_alive && !connect && body && body->kind == BodyKind::none &&
                    wants_persistence(request);
   if (ctx.persistent) {
     // Bytes past this head are the next pipelined request: keep them for the next call.
@@ -123,8 +138,14 @@ bool serve_request(ClientConnection& connection, Cache& cache, const ProxyOption
   }
   if (options.metrics && request.method == "GET" && request.target == "/metrics") {
     send_metrics(ctx, options.metrics());
-  } else if (request.method != "GET") {
-    reply_error(ctx, 501, "method " + request.method + " is not supported; only GET");
+  } else if (connect) {
+    if (!serve_connect(ctx, request, std::string_view(buffer).substr(head_bytes))) {
+      client.reset();  // a cut tunnel: neither side may take it for an orderly end
+      return false;
+    }
+  } else if (!is_forwarded_method(request.method)) {
+    reply_error(ctx, 501, "method " + request.method + " is not supported; this proxy forwards "
+                          "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS and CONNECT");
   } else if (!uri || uri->scheme != "http") {
     const std::size_t scheme_end = request.target.find("://");
     if (scheme_end != std::string::npos && !iequals(request.target.substr(0, scheme_end), "http")) {
@@ -139,11 +160,15 @@ bool serve_request(ClientConnection& connection, Cache& cache, const ProxyOption
                           "Transfer-Encoding, or conflicting lengths)");
   } else {
     const std::string key = uri->cache_key();
-    // RFC 9111 §4: a stored response answers only when fresh and acceptable to the request; a
-    // stale one with a validator is revalidated (a 304 then serves it, as a HIT).
+    // RFC 9111 §4: only a GET is answered from the cache (a HEAD never gets the GET's entry, and
+    // every other method must reach the origin), and only by a stored response that is fresh and
+    // acceptable to the request; a stale one with a validator is revalidated (a 304 then serves
+    // it, as a HIT).
+    const bool get = request.method == "GET";
     const RequestCacheRules rules = request_cache_rules(request);
     ctx.request_time = unix_now();
-    std::shared_ptr<const CachedResponse> cached = rules.bypass ? nullptr : cache.find(key);
+    std::shared_ptr<const CachedResponse> cached =
+        get && !rules.bypass ? cache.find(key) : nullptr;
     const StoredUse use =
         cached ? decide_use(*cached, request, rules, ctx.request_time) : StoredUse::miss;
     std::optional<ResponseHead> stored_head =
@@ -151,14 +176,14 @@ bool serve_request(ClientConnection& connection, Cache& cache, const ProxyOption
     if (stored_head) ctx.revalidating = cached;
     if (use == StoredUse::serve) {
       send_cached(ctx, *cached);
-    } else if (rules.only_if_cached) {
+    } else if (get && rules.only_if_cached) {
       reply_error(ctx, 504, "only-if-cached, and no fresh stored response (RFC 9111 §5.2.1.7)");
     } else if (std::optional<Socket> origin = fetch_from_origin(
                    ctx, stored_head ? conditional_request(request, stored_head->fields) : request,
                    *uri, *body, std::string_view(buffer).substr(head_bytes))) {
-      // A GET with a body is not keyed by that body, so its response is never stored.
+      // Only a GET's response is stored, and not one with a body: the entry is not keyed by it.
       if (!relay_response(ctx, *origin, request, key,
-                          body->kind == BodyKind::none && rules.may_store, cache)) {
+                          get && body->kind == BodyKind::none && rules.may_store, cache)) {
         client.reset();  // a reset, not a FIN: the client must not take a cut body as whole
         return false;
       }
@@ -231,7 +256,7 @@ void send_cached(Context& ctx, const CachedResponse& cached) {
   // A response from a cache says how old it is (RFC 9111 §5.1).
   head += "Age: " + std::to_string(current_age(cached.freshness, unix_now())) + "\r\n";
   head += "Content-Length: " + std::to_string(cached.body.size()) + "\r\n" +
-          connection_field(ctx) + "X-Cache: HIT\r\n\r\n";
+          via_field(ctx, 1) + connection_field(ctx) + "X-Cache: HIT\r\n\r\n";
   // One write for a small entry: a hit is the proxy's fastest path, and two sends would cost
   // a second system call and, on a persistent connection, a delayed ACK (Nagle).
   if (cached.body.size() <= kBufferBytes) {
@@ -253,57 +278,72 @@ void send_cached(Context& ctx, const CachedResponse& cached) {
 std::optional<Socket> fetch_from_origin(Context& ctx, const Request& request,
                                         const AbsoluteUri& uri, const BodyFraming& body,
                                         std::string_view buffered_body) {
-  // The whole request body is read and checked before the origin hears of the request, so a
-  // malformed chunk, an oversized body or a client that stalls never leaves a half-sent
-  // request at the origin (request smuggling, slow clients: issue 10).
+  // The first kCheckedRequestBodyBytes of a body are read and checked before the origin hears
+  // of the request, so a malformed chunk, an oversized Content-Length or a client that stalls
+  // never leaves a half-sent request at the origin (request smuggling, slow clients: issue 10)
+  // — whole bodies, for every body that fits, which is nearly all of them. A longer body (an
+  // upload) is streamed after that: holding megabytes per worker would cost a Raspberry Pi its
+  // memory. Its framing is the proxy's own, so a cut or a malformed chunk later on reaches the
+  // origin only as an incomplete request on a connection we reset, never as a second request.
   std::string request_body;
-  if (body.kind != BodyKind::none && !read_request_body(ctx, body, buffered_body, request_body)) {
+  std::optional<BodyReader> rest;  // set while the body goes on past the checked part
+  if (body.kind != BodyKind::none) {
+    // We ask for the body ourselves, so a client waiting for 100 Continue (RFC 9110 §10.1.1)
+    // gets it from us; an HTTP/1.0 client may not be sent a 1xx (RFC 9110 §15.2).
+    if (ctx.version_minor >= 1 && field_has_token(request.fields, "Expect", "100-continue")) {
+      ctx.sent_continue = true;
+      ctx.client.write_all("HTTP/1.1 100 Continue\r\n\r\n", ctx.options.write_timeout);
+    }
+    rest.emplace(body);
+    bool whole = false;
+    if (!read_request_body(ctx, body, buffered_body, *rest, request_body, whole)) {
+      return std::nullopt;
+    }
+    if (whole) rest.reset();
+  }
+  std::optional<Socket> origin = connect_to_origin(ctx, uri.host, uri.port);
+  if (!origin) return std::nullopt;
+  // A chunked body that was read whole was decoded above: the origin gets a Content-Length.
+  // A streamed one keeps the client's kind of framing, re-made by us.
+  const bool stream_chunked = rest && body.kind == BodyKind::chunked;
+  std::string fields = via_field(ctx, request.version_minor);
+  fields.resize(fields.size() - 2);  // build_origin_request adds the CRLF
+  if (body.kind != BodyKind::none) {
+    fields += stream_chunked ? std::string("\r\nTransfer-Encoding: chunked")
+                             : "\r\nContent-Length: " +
+                                   std::to_string(rest ? body.length : request_body.size());
+  }
+  std::string out = build_origin_request(request, uri, fields);
+  if (stream_chunked) {
+    char size_line[32];
+    int n = std::snprintf(size_line, sizeof size_line, "%zx\r\n", request_body.size());
+    out.append(size_line, static_cast<std::size_t>(n)).append(request_body).append("\r\n");
+  } else {
+    out += request_body;
+  }
+  if (origin->write_all(out, ctx.options.write_timeout).status != IoStatus::ok) {
+    reply_error(ctx, 502, "origin closed the connection before taking the request");
     return std::nullopt;
   }
-  ConnectResult connected = connect_tcp(uri.host, uri.port, ctx.options.connect_timeout);
-  switch (connected.error) {
-    case ConnectError::none:
-      break;
-    case ConnectError::timeout:
-      reply_error(ctx, 504, connected.message);
-      return std::nullopt;
-    case ConnectError::cancelled:
-      return std::nullopt;
-    case ConnectError::exhausted:
-      // Our own overload, not a bad gateway: the client may retry (RFC 9110 §15.6.4).
-      reply_error(ctx, 503, "no descriptor for the origin connection: " + connected.message);
-      return std::nullopt;
-    default:
-      reply_error(ctx, 502, "origin unreachable: " + connected.message);
-      return std::nullopt;
-  }
-  Socket origin = std::move(connected.socket);
-  // A chunked body was decoded above, so the origin always gets a Content-Length.
-  std::string framing_field;
-  if (body.kind != BodyKind::none) {
-    framing_field = "Content-Length: " + std::to_string(request_body.size());
-  }
-  std::string head = build_origin_request(request, uri, framing_field);
-  if (origin.write_all(head, ctx.options.write_timeout).status != IoStatus::ok ||
-      origin.write_all(request_body, ctx.options.write_timeout).status != IoStatus::ok) {
-    reply_error(ctx, 502, "origin closed the connection before taking the request");
+  if (rest && !stream_request_body(ctx, *origin, *rest, stream_chunked, request_body.size())) {
     return std::nullopt;
   }
   return origin;
 }
 
-// Reads a whole request body (at most kMaxRequestBody decoded bytes) into `out`, all of it
+// Reads the start of a request body into `out`: the whole body (`whole` set), or its first
+// kCheckedRequestBodyBytes or a little more (`whole` clear; `reader` goes on from there), all
 // within the client timeout: a body trickled in a byte at a time cannot hold a worker longer
 // than a stalled one. Answers the client itself (400, 408, 413) and returns false on failure.
 bool read_request_body(Context& ctx, const BodyFraming& framing, std::string_view buffered,
-                       std::string& out) {
-  if (framing.kind == BodyKind::content_length && framing.length > kMaxRequestBody) {
+                       BodyReader& reader, std::string& out, bool& whole) {
+  const std::uint64_t limit = ctx.options.max_request_body;
+  if (framing.kind == BodyKind::content_length && framing.length > limit) {
     reply_error(ctx, 413, "request body of " + std::to_string(framing.length) +
-                              " bytes is over this proxy's limit of " +
-                              std::to_string(kMaxRequestBody));
+                              " bytes is over this proxy's limit of " + std::to_string(limit) +
+                              " (--max-request-body-bytes)");
     return false;
   }
-  BodyReader reader(framing);
   const auto deadline = std::chrono::steady_clock::now() + ctx.options.client_timeout;
   std::array<char, 16 * 1024> chunk;
   std::string_view input = buffered;
@@ -313,12 +353,13 @@ bool read_request_body(Context& ctx, const BodyFraming& framing, std::string_vie
       reply_error(ctx, 400, "malformed chunked request body");
       return false;
     }
-    if (out.size() > kMaxRequestBody) {
-      reply_error(ctx, 413, "request body over this proxy's limit of " +
-                                std::to_string(kMaxRequestBody) + " bytes");
+    if (out.size() > limit) {
+      reply_error(ctx, 413, "request body over this proxy's limit of " + std::to_string(limit) +
+                                " bytes (--max-request-body-bytes)");
       return false;
     }
-    if (fed.done) return true;
+    whole = fed.done;
+    if (fed.done || out.size() >= kCheckedRequestBodyBytes) return true;
     auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
     IoResult got = ctx.client.read_some(chunk, std::max(left, Millis{0}));
     switch (got.status) {
@@ -338,6 +379,110 @@ bool read_request_body(Context& ctx, const BodyFraming& framing, std::string_vie
   }
 }
 
+// Streams the rest of a long request body from the client to the origin (`already` decoded
+// bytes went with the head), re-chunked when `chunked`. Each read from the client is bounded by
+// the client timeout, not the whole body: an upload of megabytes may take longer than a head.
+// On failure the origin connection is reset — it never takes an incomplete body for a whole
+// one — the client is answered (400, 408, 413) and false returned. An origin that stops taking
+// the body may have answered already (413, 401...): true, and its answer is relayed.
+bool stream_request_body(Context& ctx, Socket& origin, BodyReader& reader, bool chunked,
+                         std::uint64_t already) {
+  BodySink sink{&origin, chunked, nullptr, 0, {}};
+  sink.limit = ctx.options.max_request_body;
+  sink.delivered = already;
+  switch (relay_body(ctx.client, {}, reader, sink, ctx.options.client_timeout,
+                     ctx.options.write_timeout)) {
+    case BodyOutcome::complete:
+      if (chunked && origin.write_all("0\r\n\r\n", ctx.options.write_timeout).status != IoStatus::ok) {
+        break;  // the origin stopped reading: see what it said
+      }
+      return true;
+    case BodyOutcome::sink_failed:
+      log_failure(ctx, "origin stopped taking the request body; relaying what it answered");
+      return true;
+    case BodyOutcome::malformed:
+      origin.reset();
+      reply_error(ctx, 400, "malformed chunked request body (after the first MiB; the origin "
+                            "connection was reset)");
+      return false;
+    case BodyOutcome::too_large:
+      origin.reset();
+      reply_error(ctx, 413, "request body over this proxy's limit of " +
+                                std::to_string(ctx.options.max_request_body) +
+                                " bytes (--max-request-body-bytes)");
+      return false;
+    case BodyOutcome::source_timeout:
+      origin.reset();
+      reply_error(ctx, 408, "request body stalled");
+      return false;
+    case BodyOutcome::source_failed:
+      origin.reset();
+      log_failure(ctx, "client did not send its whole request body; origin connection reset");
+      return false;
+    case BodyOutcome::cancelled:
+      origin.reset();
+      return false;
+  }
+  return true;
+}
+
+// CONNECT host:port (RFC 9110 §9.3.6): check the target and the port, connect, answer 200 and
+// relay bytes both ways until both sides are done. The connection ends with the tunnel.
+// Returns false when the tunnel was cut (reset, shutdown): the caller resets the client.
+bool serve_connect(Context& ctx, const Request& request, std::string_view early_bytes) {
+  std::optional<AbsoluteUri> target = parse_authority_form(request.target);
+  if (!target) {
+    reply_error(ctx, 400, "CONNECT needs an authority-form target, such as "
+                          "CONNECT example.com:443 HTTP/1.1");
+    return true;
+  }
+  const auto& ports = ctx.options.connect_ports;
+  if (std::find(ports.begin(), ports.end(), target->port) == ports.end()) {
+    // Without this, the proxy would relay to any port: SMTP spam, internal services.
+    reply_error(ctx, 403, "CONNECT to port " + std::to_string(target->port) +
+                              " is not allowed (--connect-ports)");
+    return true;
+  }
+  // A place among max_tunnels, given back however this returns.
+  std::atomic<std::uint64_t>& open = ctx.stats.tunnels_open;
+  const std::uint64_t now_open = open.fetch_add(1, std::memory_order_relaxed) + 1;
+  struct Release {
+    std::atomic<std::uint64_t>& open;
+    ~Release() { open.fetch_sub(1, std::memory_order_relaxed); }
+  } release{open};
+  if (ctx.options.max_tunnels != 0 && now_open > ctx.options.max_tunnels) {
+    reply_error(ctx, 503, "too many CONNECT tunnels open (--max-tunnels " +
+                              std::to_string(ctx.options.max_tunnels) + ")");
+    return true;
+  }
+  std::optional<Socket> origin = connect_to_origin(ctx, target->host, target->port);
+  if (!origin) return true;
+  ctx.stats.tunnels.fetch_add(1, std::memory_order_relaxed);
+  // No Content-Length or Transfer-Encoding in a 2xx to CONNECT (RFC 9110 §9.3.6).
+  if (ctx.client.write_all("HTTP/1.1 200 Connection Established\r\nX-Cache: MISS\r\n\r\n",
+                           ctx.options.write_timeout).status != IoStatus::ok ||
+      (!early_bytes.empty() &&
+       origin->write_all(early_bytes, ctx.options.write_timeout).status != IoStatus::ok)) {
+    origin->reset();
+    return true;
+  }
+  TunnelResult result = run_tunnel(ctx.client, *origin, ctx.options.tunnel_idle_timeout,
+                                   ctx.options.write_timeout);
+  switch (result.end) {
+    case TunnelEnd::closed:
+      return true;
+    case TunnelEnd::idle:
+      log_failure(ctx, "tunnel idle for " + std::to_string(ctx.options.tunnel_idle_timeout.count()) +
+                           " ms; closed");
+      return true;
+    case TunnelEnd::cancelled:
+    case TunnelEnd::error:
+      origin->reset();  // neither side may take a cut stream for a finished one
+      return false;
+  }
+  return true;
+}
+
 // Reads the origin's response head, skipping interim 1xx responses. Answers the client itself
 // (502/504) and returns false on failure. On success `buffer` holds the head and any body
 // bytes after it; `head_bytes` marks the boundary.
@@ -351,9 +496,23 @@ bool read_response_head(Context& ctx, const Socket& origin, std::string& buffer,
       return false;
     }
     if (parsed.status == ParseStatus::complete) {
-      // Interim responses (100 Continue, 103 Early Hints) are dropped: we never sent Expect and
-      // our clients are not waiting for hints. The final response follows on the same bytes.
+      // Interim responses (100 Continue, 103 Early Hints) go on to an HTTP/1.1 client
+      // (RFC 9110 §15.2: a proxy forwards them, but never to HTTP/1.0). A 100 is dropped when
+      // we answered the client's Expect ourselves. The final response follows.
       if (head.status >= 100 && head.status < 200 && head.status != 101) {
+        if (ctx.version_minor >= 1 && !(head.status == 100 && ctx.sent_continue)) {
+          std::string interim = "HTTP/1.1 " + std::to_string(head.status) + " " + head.reason +
+                                "\r\n";
+          for (const auto& field : head.fields) {
+            if (is_hop_by_hop_in(field.name, head.fields)) continue;
+            interim.append(field.name).append(": ").append(field.value).append("\r\n");
+          }
+          interim += via_field(ctx, head.version_minor) + "\r\n";
+          if (ctx.client.write_all(interim, ctx.options.write_timeout).status != IoStatus::ok) {
+            log_failure(ctx, "client went away before the final response");
+            return false;
+          }
+        }
         buffer.erase(0, parsed.consumed);
         continue;
       }
@@ -410,11 +569,18 @@ bool relay_response(Context& ctx, const Socket& origin, const Request& request,
     reply_error(ctx, 502, "origin sent conflicting or malformed Content-Length");
     return true;
   }
+  // Before the client hears the answer, so a GET it sends next cannot meet the old entry.
+  if (is_unsafe_method(request.method) && head.status >= 200 && head.status < 400) {
+    invalidate_after_unsafe(cache, key, head);
+  }
 
   // The head we store has only end-to-end fields; the head we send adds this hop's framing.
   std::string stored_head = "HTTP/1.1 " + std::to_string(head.status) + " " + head.reason + "\r\n";
   for (const auto& field : head.fields) {
-    bool framing_field = iequals(field.name, "Content-Length") && framing->kind != BodyKind::none;
+    // A 204 may not carry Content-Length (RFC 9110 §8.6); a 304's or a HEAD's describes the
+    // GET's body and goes on.
+    bool framing_field = iequals(field.name, "Content-Length") &&
+                         (framing->kind != BodyKind::none || head.status == 204);
     if (framing_field || iequals(field.name, "X-Cache") || is_hop_by_hop_in(field.name, head.fields)) {
       continue;
     }
@@ -437,7 +603,7 @@ bool relay_response(Context& ctx, const Socket& origin, const Request& request,
   const bool client_sees_cut = framing->kind == BodyKind::content_length || chunked_to_client;
   // A body that ends at close ends the connection with it (RFC 9112 §9.3).
   if (!client_sees_cut && framing->kind != BodyKind::none) ctx.persistent = false;
-  sent_head += connection_field(ctx) + "X-Cache: MISS\r\n\r\n";
+  sent_head += via_field(ctx, head.version_minor) + connection_field(ctx) + "X-Cache: MISS\r\n\r\n";
   if (ctx.client.write_all(sent_head, ctx.options.write_timeout).status != IoStatus::ok) {
     log_failure(ctx, "client went away before the response head was sent");
     ctx.persistent = false;
@@ -498,6 +664,7 @@ bool relay_response(Context& ctx, const Socket& origin, const Request& request,
       log_failure(ctx, "client went away mid-body; nothing stored");
       return true;
     case BodyOutcome::cancelled:
+    case BodyOutcome::too_large:  // no limit on a response body: not reached
       return client_sees_cut;
   }
   return true;
@@ -573,6 +740,8 @@ BodyOutcome relay_body(const Socket& source, std::string_view buffered, BodyRead
   auto consume = [&](std::string_view input) -> std::optional<BodyOutcome> {
     BodyReader::Result r = reader.feed(input, decoded);
     if (r.error) return BodyOutcome::malformed;
+    sink.delivered += decoded.size();
+    if (sink.delivered > sink.limit) return BodyOutcome::too_large;
     if (!deliver(r.done)) return BodyOutcome::sink_failed;
     if (r.done) return BodyOutcome::complete;
     return std::nullopt;
@@ -614,6 +783,70 @@ std::string connection_field(const Context& ctx) {
   return ctx.version_minor == 0 ? "Connection: keep-alive\r\n" : std::string();
 }
 
+// Connects to an origin (or a CONNECT target). Answers the client itself and returns nullopt
+// on failure: 504 after connect_timeout, 503 when we are out of descriptors, else 502.
+std::optional<Socket> connect_to_origin(Context& ctx, const std::string& host, std::uint16_t port) {
+  ConnectResult connected = connect_tcp(host, port, ctx.options.connect_timeout);
+  switch (connected.error) {
+    case ConnectError::none:
+      return std::move(connected.socket);
+    case ConnectError::timeout:
+      reply_error(ctx, 504, connected.message);
+      return std::nullopt;
+    case ConnectError::cancelled:
+      return std::nullopt;
+    case ConnectError::exhausted:
+      // Our own overload, not a bad gateway: the client may retry (RFC 9110 §15.6.4).
+      reply_error(ctx, 503, "no descriptor for the origin connection: " + connected.message);
+      return std::nullopt;
+    default:
+      reply_error(ctx, 502, "origin unreachable: " + connected.message);
+      return std::nullopt;
+  }
+}
+
+// This hop's Via field line (RFC 9110 §7.6.3), for a message received as HTTP/1.<minor>. It
+// goes after any Via the message carried, which is how a list field is appended to.
+std::string via_field(const Context& ctx, int version_minor) {
+  return "Via: 1." + std::to_string(version_minor) + " " + ctx.options.via_name + "\r\n";
+}
+
+// GET and HEAD are handled apart from these; CONNECT too. TRACE is left out on purpose: it
+// would echo a client's credentials back through us (RFC 9110 §9.3.8), and nobody needs it.
+bool is_forwarded_method(std::string_view method) {
+  for (std::string_view known : {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}) {
+    if (method == known) return true;
+  }
+  return false;
+}
+
+// Methods are case-sensitive (RFC 9110 §9.1). OPTIONS is safe (§9.2.1); these are not.
+bool is_unsafe_method(std::string_view method) {
+  return method == "POST" || method == "PUT" || method == "PATCH" || method == "DELETE";
+}
+
+// RFC 9111 §4.4: a successful unsafe request invalidates the target URI's entry, and those of
+// Location and Content-Location when they share its origin (never another origin's: a server
+// must not be able to evict a third party's entries).
+void invalidate_after_unsafe(Cache& cache, const std::string& key, const ResponseHead& head) {
+  cache.erase(key);
+  const std::size_t path = key.find('/', key.find("://") + 3);
+  const std::string origin = key.substr(0, path);  // "http://host:port"
+  for (std::string_view name : {"Location", "Content-Location"}) {
+    std::optional<std::string_view> value = find_field(head.fields, name);
+    if (!value || value->empty()) continue;
+    const bool path_only = value->front() == '/' && !value->starts_with("//");
+    std::optional<AbsoluteUri> other =
+        parse_absolute_uri(path_only ? origin + std::string(*value) : std::string(*value));
+    if (!other) continue;
+    const std::string other_key = other->cache_key();
+    if (other_key.size() > origin.size() && other_key.starts_with(origin) &&
+        other_key[origin.size()] == '/') {
+      cache.erase(other_key);
+    }
+  }
+}
+
 // Answers the proxy's own `GET /metrics` (Prometheus text exposition format 0.0.4).
 void send_metrics(Context& ctx, const std::string& text) {
   std::string response = "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; "
@@ -628,6 +861,7 @@ void send_metrics(Context& ctx, const std::string& text) {
 std::string_view reason_phrase(int status) {
   switch (status) {
     case 400: return "Bad Request";
+    case 403: return "Forbidden";
     case 408: return "Request Timeout";
     case 413: return "Content Too Large";
     case 414: return "URI Too Long";

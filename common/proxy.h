@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "cache.h"
 #include "http_message.h"
@@ -36,13 +37,35 @@ struct ProxyOptions {
   /// this function's result as `text/plain; version=0.0.4` (Prometheus text format). Called on
   /// the serving thread, so it must be thread-safe.
   std::function<std::string()> metrics;
+  /// Request bodies (RFC 9112 §6): the first kCheckedRequestBodyBytes (1 MiB) of a body are read
+  /// and checked whole before the origin hears of the request; a longer body is then streamed.
+  /// A body over this many bytes gets 413 (Content-Length: before connecting; chunked: when it
+  /// crosses the limit, the origin connection then reset). Bytes.
+  std::uint64_t max_request_body = 100ull * 1024 * 1024;
+  /// CONNECT (RFC 9110 §9.3.6) is allowed only to these ports; others get 403. Default 443.
+  std::vector<std::uint16_t> connect_ports{443};
+  /// A CONNECT tunnel with no byte in either direction for this long is closed.
+  Millis tunnel_idle_timeout{60'000};
+  /// Most CONNECT tunnels open at once in this process (ProxyStats::tunnels_open); past it a
+  /// CONNECT gets 503 with Retry-After. 0: no cap (stages 1-3, where a tunnel holds a thread
+  /// anyway); stage 4 sets one so tunnels cannot pin every worker.
+  std::size_t max_tunnels = 0;
+  /// The pseudonym in the `Via` field this proxy adds to requests and responses it forwards
+  /// (RFC 9110 §7.6.3), e.g. "1.1 stage3-pool". run_stage sets it to the stage's name.
+  std::string via_name = "proxy";
 };
+
+/// Request body bytes read and checked whole before the origin is contacted (see
+/// ProxyOptions::max_request_body): every smuggling check on the framing happens within them.
+inline constexpr std::uint64_t kCheckedRequestBodyBytes = 1024 * 1024;
 
 /// Counters shared by every connection of a process. Thread-safe (atomics; relaxed order is
 /// enough because they are only ever summed for the stats line).
 struct ProxyStats {
   std::atomic<std::uint64_t> requests{0};  ///< requests read completely, valid or not
   std::atomic<std::uint64_t> errors{0};    ///< responses the proxy generated itself (4xx/5xx)
+  std::atomic<std::uint64_t> tunnels{0};       ///< CONNECT tunnels established, in all
+  std::atomic<std::uint64_t> tunnels_open{0};  ///< CONNECT tunnels open now (max_tunnels)
 };
 
 /// A client connection that may carry several requests: the socket, the peer's address (taken
@@ -81,14 +104,28 @@ bool serve_request(ClientConnection& connection, Cache& cache, const ProxyOption
 
 /// Serves one client connection: serve_request until the connection closes. With
 /// options.keep_alive false (stages 1-3) that is one request, one response, then close
-/// (HTTP/1.1 with `Connection: close`). Every response carries `X-Cache: HIT` or `X-Cache: MISS`. Errors are
-/// answered with a status and a one-line log: 400 malformed, 408 request head too slow,
-/// 414/431 too long, 501 a method other than GET or a scheme other than http, 505 an HTTP
-/// version other than 1.x, 502 origin unreachable or malformed, 504 origin timeout. A response is
-/// stored only when it is complete, status 200, answers a GET, fits max_object_bytes() and
+/// (HTTP/1.1 with `Connection: close`). Every final response carries `X-Cache: HIT` or
+/// `X-Cache: MISS`; forwarded ones carry this proxy's `Via` (RFC 9110 §7.6.3).
+/// Methods (RFC 9110 §9): GET is served from the cache or the origin; HEAD is always forwarded,
+/// its response relayed without a body whatever its Content-Length says, never stored and never
+/// answered from a GET's entry; POST, PUT, PATCH, DELETE and OPTIONS are forwarded with their
+/// bodies (Content-Length or chunked, re-framed by the proxy, bytes exact) and never stored, and
+/// a 2xx/3xx answer to POST, PUT, PATCH or DELETE erases the stored entry for the target URI and
+/// for a same-origin Location / Content-Location (RFC 9111 §4.4). CONNECT host:port opens a byte
+/// tunnel (RFC 9110 §9.3.6): 200, then bytes both ways until both sides have closed (an EOF one
+/// way half-closes the other), or options.tunnel_idle_timeout passes with no byte; the tunnel
+/// holds the calling thread for its whole life. Interim 1xx responses (but 101) are relayed to
+/// HTTP/1.1 clients before the final one; 204, 304 and HEAD responses have no body.
+/// Errors are answered with a status and a one-line log: 400 malformed, 403 CONNECT to a port
+/// not in options.connect_ports, 408 request head or body too slow, 413 request body over
+/// options.max_request_body, 414/431 too long, 501 any other method (TRACE, unknown tokens) or a
+/// scheme other than http, 503 too many tunnels (options.max_tunnels), 505 an HTTP version other
+/// than 1.x, 502 origin unreachable or malformed, 504 origin timeout. A response is stored only
+/// when it is complete, status 200, answers a GET without a body, fits max_object_bytes() and
 /// RFC 9111 allows it (cache_policy.h). A stored response is served only while fresh, with an
 /// Age field; a stale one with a validator is revalidated, and a 304 serves it as a HIT.
-/// Bodies are streamed, never held whole unless they may be stored.
+/// Bodies are streamed, never held whole unless they may be stored (request bodies: the first
+/// kCheckedRequestBodyBytes are).
 /// Thread-safety: safe to run concurrently on different sockets when `cache` is thread-safe.
 /// Never throws for I/O or protocol errors; may throw std::bad_alloc.
 void serve_connection(Socket client, Cache& cache, const ProxyOptions& options,

@@ -23,7 +23,8 @@ bool is_hop_by_hop_in(std::string_view name, const HeaderFields& fields);
 /// HTTP/1.1, Host from the URI (replacing the client's), every end-to-end field forwarded
 /// unchanged and in order, hop-by-hop fields removed, and `Connection: close` (one request per
 /// origin connection). `body_framing_field`, when not empty, is appended as-is (for example
-/// "Content-Length: 12"). Ends with the blank line.
+/// "Content-Length: 12"; serve_request passes this hop's Via too, as
+/// "Via: 1.1 stage1-sequential\r\nContent-Length: 12"). Ends with the blank line.
 std::string build_origin_request(const Request& request, const AbsoluteUri& uri,
                                  std::string_view body_framing_field = {});
 

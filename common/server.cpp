@@ -47,6 +47,27 @@ void add_server_options(CLI::App& app, ServerConfig& config) {
          "Deadline for connecting to the origin, in ms (504 after it)");
   millis("--origin-timeout-ms", config.proxy.origin_timeout,
          "Deadline for each read from the origin, in ms (504 before the first byte)");
+  // Methods and tunnels (issue 9).
+  app.add_option("--max-request-body-bytes", config.proxy.max_request_body,
+                 "Largest request body forwarded, in bytes (413 past it). The first MiB is read "
+                 "and checked before the origin is contacted; the rest is streamed")
+      ->check(not_negative)
+      ->capture_default_str();
+  app.add_option_function<std::vector<std::string>>(
+         "--connect-ports",
+         [&config](const std::vector<std::string>& ports) {
+           config.proxy.connect_ports.clear();
+           for (const std::string& port : ports) {
+             config.proxy.connect_ports.push_back(static_cast<std::uint16_t>(std::stoul(port)));
+           }
+         },
+         "Ports a CONNECT tunnel may reach, comma-separated (others get 403)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 65535))
+      ->default_str("443");
+  millis("--tunnel-idle-timeout-ms", config.proxy.tunnel_idle_timeout,
+         "A CONNECT tunnel with no byte either way for this long is closed, in ms. Stages 1-3: "
+         "a tunnel holds its thread (stage 1: the whole proxy) for its whole life");
   app.add_option("--allow", config.allow,
                  "Serve only clients in this CIDR range (e.g. 10.0.0.0/8, ::1); repeatable. "
                  "Others get 403. Default: every client that can reach --bind")
@@ -103,7 +124,8 @@ std::string Server::stats_line() const {
          " hits=" + std::to_string(cache.hits) + " misses=" + std::to_string(cache.misses) +
          " evictions=" + std::to_string(cache.evictions) +
          " bytes_cached=" + std::to_string(cache.bytes) +
-         " errors=" + std::to_string(stats_.errors.load());
+         " errors=" + std::to_string(stats_.errors.load()) +
+         " tunnels=" + std::to_string(stats_.tunnels.load());
 }
 
 int run_stage(int argc, char** argv, const StageDefinition& stage) {
@@ -113,6 +135,7 @@ int run_stage(int argc, char** argv, const StageDefinition& stage) {
   if (stage.add_options) stage.add_options(app);
   CLI11_PARSE(app, argc, argv);
   set_log_prefix(stage.name);
+  config.proxy.via_name = stage.name;
 
   try {
     std::unique_ptr<Cache> cache =

@@ -37,7 +37,8 @@ struct ServerConfig {
 
 /// Adds the shared flags to `app`: [PORT] --port --bind --cache-bytes --max-object-bytes
 /// --cache-policy and the timeouts (--client-timeout-ms, --connect-timeout-ms,
-/// --origin-timeout-ms) and --allow CIDR (repeatable).
+/// --origin-timeout-ms) and --allow CIDR (repeatable), and for methods and tunnels
+/// --max-request-body-bytes, --connect-ports P,P (default 443), --tunnel-idle-timeout-ms.
 void add_server_options(CLI::App& app, ServerConfig& config);
 
 /// A running proxy's shared state. Thread-safety: accept() from one thread; serve() from any
@@ -68,7 +69,7 @@ class Server {
   [[nodiscard]] const Socket& listener() const noexcept { return listener_; }
   /// "HOST:PORT" actually bound (port 0 resolved).
   [[nodiscard]] std::string address() const { return local_address(listener_); }
-  /// "stats: requests=N hits=N misses=N evictions=N bytes_cached=N"
+  /// "stats: requests=N hits=N misses=N evictions=N bytes_cached=N errors=N tunnels=N"
   [[nodiscard]] std::string stats_line() const;
 
  private:

@@ -427,6 +427,8 @@ std::optional<Socket> accept_client(const Socket& listener, int stop_fd) {
 
 void set_io_cancel_fd(int fd) noexcept { g_cancel_fd.store(fd, std::memory_order_relaxed); }
 
+int io_cancel_fd() noexcept { return g_cancel_fd.load(std::memory_order_relaxed); }
+
 void ignore_sigpipe() noexcept { std::signal(SIGPIPE, SIG_IGN); }
 
 bool set_int_option(const Socket& socket, int level, int name, int value) noexcept {

@@ -101,6 +101,10 @@ std::optional<Socket> accept_client(const Socket& listener, int stop_fd);
 /// return IoStatus::cancelled. -1 turns it off. Set once at start-up, before any I/O thread runs.
 void set_io_cancel_fd(int fd) noexcept;
 
+/// The fd set_io_cancel_fd installed, or -1: for code that polls several sockets itself (the
+/// CONNECT tunnel) and must be cut by shutdown like every other wait.
+int io_cancel_fd() noexcept;
+
 /// Ignores SIGPIPE process-wide: a client that hangs up mid-write must not kill the server.
 void ignore_sigpipe() noexcept;
 

@@ -103,4 +103,10 @@ std::optional<AbsoluteUri> parse_absolute_uri(std::string_view target) {
   return uri;
 }
 
+std::optional<AbsoluteUri> parse_authority_form(std::string_view target) {
+  if (target.empty() || target.find_first_of("/?#") != std::string_view::npos) return std::nullopt;
+  // Any scheme but http has no default port, so the parser insists on an explicit one.
+  return parse_absolute_uri("tunnel://" + std::string(target));
+}
+
 }  // namespace proxy

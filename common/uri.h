@@ -31,4 +31,9 @@ struct AbsoluteUri {
 /// Only "http" has a default port (80); others need an explicit one. Thread-safe.
 std::optional<AbsoluteUri> parse_absolute_uri(std::string_view target);
 
+/// Parses the authority-form target of a CONNECT (RFC 9112 §3.2.3): `host:port`, an IPv6
+/// literal in brackets, the port required. The result has scheme "tunnel" and path "/".
+/// Returns nullopt for anything else (a path, a query, userinfo, no port). Thread-safe.
+std::optional<AbsoluteUri> parse_authority_form(std::string_view target);
+
 }  // namespace proxy

@@ -303,8 +303,8 @@ RunOutcome check_correctness(const CheckSpec&, const StageInfo& stage, const Che
     }
   };
   expect_status("malformed request line", "THIS IS NOT HTTP\r\n\r\n", 400);
-  expect_status("POST (unsupported method)",
-                testing_support::proxy_get(url("/anything"), {"Content-Length: 0"}, 1, "POST"),
+  expect_status("TRACE (unsupported method)",
+                testing_support::proxy_get(url("/anything"), {"Content-Length: 0"}, 1, "TRACE"),
                 501);
   expect_status("unreachable origin",
                 testing_support::proxy_get("http://127.0.0.1:" + std::to_string(dead_port()) +

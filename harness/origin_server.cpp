@@ -165,6 +165,8 @@ struct Reply {
   // Content-Length to promise when it differs from what is sent (/truncate, /reset).
   std::optional<std::uint64_t> promised_length;
   Ending ending = Ending::keep_alive;
+  // Methods (issue 9): raw interim responses (1xx) written before the final head.
+  std::string interim;
 };
 
 // What a request asks the origin to do, decided before any waiting starts.
@@ -385,6 +387,31 @@ std::optional<Plan> route(std::string_view path, const RequestView& request) {
     if (!count) return std::nullopt;
     plan.reply = bytes_reply(*count);
     plan.reply.fields = {{"Cache-Control", "no-store"}};
+    return plan;
+  }
+  // Methods (issue 9): /echo returns the request body byte for byte, whatever the method;
+  // /interim/CODE[/PATH] sends an interim CODE response (100 or 103) before PATH's answer.
+  if (path == "/echo") {
+    plan.reply.content_type = "application/octet-stream";
+    plan.reply.body = request.body;
+    plan.reply.fields = {{"X-Echo-Method", request.head.method}};
+    return plan;
+  }
+  if (auto rest = after(path, "/interim/")) {
+    auto slash = rest->find('/');
+    auto code = parse_number(rest->substr(0, slash), 199);
+    if (!code || *code < 100 || *code == 101) return std::nullopt;
+    std::optional<Plan> inner;
+    if (slash != std::string_view::npos) inner = route(rest->substr(slash), request);
+    if (inner && !inner->stats) {
+      plan = std::move(*inner);
+    } else {
+      plan.reply = text_reply(200, "final response after a " + std::to_string(*code) + "\n");
+    }
+    plan.reply.interim = "HTTP/1.1 " + std::to_string(*code) + " " +
+                         std::string(reason_phrase(static_cast<int>(*code))) + "\r\n" +
+                         (*code == 103 ? "Link: </style.css>; rel=preload; as=style\r\n" : "") +
+                         "\r\n";
     return plan;
   }
   if (path == "/__stats") {
@@ -1009,6 +1036,7 @@ void OriginServer::Loop::start_reply(Connection& c, Reply reply) {
   std::string& out = c.out;
   out.clear();
   c.out_pos = 0;
+  out += reply.interim;
   out += "HTTP/1.1 ";
   out += std::to_string(reply.status);
   out += ' ';

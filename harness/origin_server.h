@@ -61,6 +61,10 @@ struct OriginOptions {
 ///                         body: the request's header lines; 304 when If-None-Match equals its
 ///                         ETag or If-Modified-Since its Last-Modified, h304=NAME:VALUE
 ///                         replacing fields on that 304 only (RFC 9111 tests)
+///   /echo                 the request body exactly, application/octet-stream, any method;
+///                         X-Echo-Method names the method received
+///   /interim/CODE[/PATH]  an interim CODE response (100, or 103 with a Link field) first, then
+///                         PATH's answer (or a short text)
 ///   /__stats              {"/path": count, ...}, never delayed, never counted, no capacity slot
 ///   /site/PATH            the file PATH under OriginOptions::site_dir (when set), else 404
 /// Anything else is 404; a malformed request gets 400 (or 414/431/505) and the connection

@@ -82,6 +82,14 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(std::size_t{0}, std::size_t{1024}))
         ->capture_default_str();
   };
+  stage.add_options = [&, add = stage.add_options](CLI::App& app) {
+    add(app);
+    app.add_option("--max-tunnels", config.max_tunnels,
+                   "CONNECT tunnels open at once; each holds a worker for its whole life, so past "
+                   "it a CONNECT gets 503 (tunnels). 0: half of --max-workers (or --workers)")
+        ->check(CLI::Range(std::size_t{0}, std::size_t{100'000}))
+        ->capture_default_str();
+  };
   stage.build_cache = [&config](const proxy::ServerConfig& server) {
     const std::size_t shards = config.cache_shards != 0 ? config.cache_shards : default_shards(server);
     config.cache_shards = shards;

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <system_error>
@@ -63,6 +64,10 @@ TunedServer::TunedServer(Server& server, const TunedConfig& config)
       sizer_(sizer_options(config), initial_workers(config)),
       pool_(initial_workers(config), config.queue, [this](Client client) { serve(std::move(client)); }) {
   options_.keep_alive = true;
+  options_.max_tunnels = config.max_tunnels != 0
+                             ? config.max_tunnels
+                             : std::max<std::size_t>(1, (config.workers_auto ? config.max_workers
+                                                                             : config.workers) / 2);
   options_.metrics = [this] { return metrics_text(); };
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -313,7 +318,8 @@ std::string TunedServer::stats_text() const {
   }
   return text + " queue=" + std::to_string(config_.queue) +
          " shed=" + std::to_string(shed_.load()) +
-         " peak_queued=" + std::to_string(pool_.peak_queued());
+         " peak_queued=" + std::to_string(pool_.peak_queued()) +
+         " max_tunnels=" + std::to_string(options_.max_tunnels);
 }
 
 }  // namespace proxy

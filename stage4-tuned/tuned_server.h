@@ -33,6 +33,10 @@ struct TunedConfig {
   std::size_t max_connections = 10'000;  ///< open client connections; past it, 503 at accept
   Millis idle_timeout{5'000};          ///< a keep-alive connection silent this long is closed
   std::size_t cache_shards = 0;        ///< 0: as many as keep every object cacheable, at most 8
+  /// CONNECT tunnels open at once; past it a CONNECT gets 503 + Retry-After. A tunnel holds a
+  /// worker for its whole life, so this keeps tunnels from pinning the pool. 0: half the
+  /// largest pool (max_workers, or workers when fixed), at least 1.
+  std::size_t max_tunnels = 0;
 };
 
 /// Runs the accept loop, the epoll poller and the pool until the server's stop is requested,

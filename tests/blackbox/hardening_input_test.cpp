@@ -106,7 +106,10 @@ TEST_P(HardeningInput, EnforcesHeadLimitsAtTheirExactBoundaries) {
 
   std::vector<std::string> fields;
   for (int i = 0; i < 98; ++i) fields.push_back("X-F" + std::to_string(i) + ": v");
-  HttpResponse hundred = exchange(proxy_port(), closing_request(origin_url("/bytes/11"), fields));
+  // The proxy adds Via (issue 9), so the origin sees 101 fields: one that enforces the same
+  // limit as the proxy would refuse them, and this test is about the proxy's limit.
+  RawOrigin lenient(ok_response("ok"));
+  HttpResponse hundred = exchange(proxy_port(), closing_request(lenient.url("/bytes/11"), fields));
   EXPECT_EQ(hundred.status, 200) << "Host, 98 fields and Connection: 100, the limit";
   fields.push_back("X-F98: v");
   expect_refused("101 fields", closing_request(origin_url("/bytes/12"), fields), 431);
@@ -216,15 +219,17 @@ TEST_P(HardeningInput, RelaysRequestBodiesByteExactWhateverTheirFraming) {
   EXPECT_THAT(received[3].head, ::testing::Not(HasSubstr("X-Trailer")));
 }
 
-TEST_P(HardeningInput, RefusesBodiesOverTheLimitAndMethodsOtherThanGet) {
-  start_stage();
+TEST_P(HardeningInput, RefusesBodiesOverTheLimitAndMethodsItDoesNotImplement) {
+  // The default limit is 100 MiB, streamed past the first MiB (issue 9); 1 MiB here keeps the
+  // limit inside the part checked before the origin is contacted.
+  start_stage({"--max-request-body-bytes", "1048576"});
   RawOrigin origin(ok_response("ok"));
   const std::string line = "GET " + origin.url("/anything") + " HTTP/1.1\r\nHost: x\r\n";
   expect_refused("Content-Length over 1 MiB", line + "Content-Length: 2000000\r\n\r\nabc", 413);
   std::string big_chunk = line + "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
   big_chunk += "100001\r\n" + std::string(0x100001, 'z') + "\r\n0\r\n\r\n";
   expect_refused("chunked body over 1 MiB", big_chunk, 413);
-  expect_refused("POST", closing_request(origin.url("/anything"), {"Content-Length: 2"}, 1, "POST") + "hi", 501);
+  expect_refused("TRACE", closing_request(origin.url("/anything"), {"Content-Length: 2"}, 1, "TRACE") + "hi", 501);
   EXPECT_EQ(origin.connections(), 0);
 }
 

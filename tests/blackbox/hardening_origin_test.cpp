@@ -146,7 +146,8 @@ TEST_P(HardeningOrigin, StoresObjectsExactlyAtTheLimitAndNotOneByteOver) {
   ASSERT_EQ(probe.status, 200);
   const std::size_t sent_head = probe.raw.size() - probe.body.size();
   const std::size_t ours =
-      std::string("Content-Length: 5000\r\nConnection: close\r\nX-Cache: MISS\r\n\r\n").size();
+      std::string("Content-Length: 5000\r\nConnection: close\r\nX-Cache: MISS\r\n\r\n").size() +
+      ("Via: 1.1 " + GetParam() + "\r\n").size();  // this hop's Via is sent, not stored (issue 9)
   ASSERT_GT(sent_head, ours);
   const std::size_t charge = url.size() + (sent_head - ours) + 5000;
   stage_->stop();
