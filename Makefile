@@ -19,6 +19,9 @@ help:
 	@echo "make bench      every stage side by side on the studies' scenarios -> results/bench/ (PEERS=1, QUICK=1)"
 	@echo "make grade      grade every stage of this tree, or SUBMISSION=DIR [STAGES=1,3] [QUICK=1] -> results/grade/"
 	@echo "make grade-mutants   grade each planted-bug mutant of stage 3; every one must be caught"
+	@echo "make handout LAB=N   lab N's starter tree (TODO(student) stubs) -> build/handout/labN/ and labN.tar.gz"
+	@echo "make grade LAB=N SUBMISSION=DIR   grade a student's lab N with labs/manifest.json's tests and points"
+	@echo "make labs-check      every lab's starter builds warning-free and fails its visible tests (make test: lab 3)"
 	@echo "make fuzz       libFuzzer targets for the parsers, FUZZ_SECONDS=N each (clang, build/fuzz/)"
 	@echo "make soak       a mixed load against stages 3 and 4 for SOAK_SECONDS=N each; RSS and fds must stay flat"
 	@echo "make e2e        the browser check: headless Chromium loads a page through every stage (installs chromium)"
@@ -164,3 +167,23 @@ e2e: build/release/build.ninja
 	@scripts/install-deps --if-missing build test e2e
 	cmake --build --preset release -j $(JOBS) --target e2e_tests
 	ctest --preset release -L e2e $(CTEST_ARGS)
+
+# ---- Labs (issue 8; labs/README.md) ------------------------------------------------------------
+# make handout LAB=N: build/handout/labN/ (the whole tree, lab N's regions and later labs' as
+# TODO(student) stubs, no hidden tests, no mutants) and build/handout/labN.tar.gz.
+# make grade LAB=N SUBMISSION=DIR is the grader's lab mode (the grading block above).
+.PHONY: handout labs-check
+handout: build/release/build.ninja
+	@case "$(LAB)" in 1|2|3|4) ;; *) echo "usage: make handout LAB=N (N = 1, 2, 3 or 4)"; exit 2;; esac
+	cmake --build --preset release -j $(JOBS) --target lab-handout
+	rm -rf build/handout/lab$(LAB) build/handout/lab$(LAB).tar.gz
+	build/release/bin/lab-handout --lab $(LAB) --source . --out build/handout/lab$(LAB) --tar
+
+# make labs-check: every lab's starter builds warning-free and fails each of its visible tests
+# naming its TODO(student) (make test checks lab 3 only; labs/README.md says why).
+labs-check: release
+	ctest --preset release -R labs.visible_tests_exist
+	@for lab in 1 2 3 4; do \
+	  sh labs/tools/check-starter.sh starter build/release/bin/lab-handout $(CURDIR) \
+	    build/release/labs-check $$lab || exit 1; \
+	done

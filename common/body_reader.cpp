@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <stdexcept>
 
 namespace proxy {
 namespace {
@@ -53,12 +54,15 @@ std::optional<std::string_view> last_transfer_coding(const HeaderFields& fields)
   return last;
 }
 
+// LAB(1) BEGIN hex_value
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
 }
+// LAB(1) STUB
+// LAB(1) END
 
 constexpr std::size_t kMaxChunkLine = 4096;  // size line with extensions, or one trailer line
 
@@ -95,6 +99,7 @@ std::optional<BodyFraming> request_body_framing(const Request& request) {
 }
 
 ChunkedDecoder::Result ChunkedDecoder::decode(std::string_view input, std::string& out) {
+  // LAB(1) BEGIN ChunkedDecoder::decode
   Result result;
   std::size_t i = 0;
   auto fail = [&] {
@@ -194,6 +199,11 @@ ChunkedDecoder::Result ChunkedDecoder::decode(std::string_view input, std::strin
   result.consumed = i;
   result.done = state_ == State::done;
   return result;
+  // LAB(1) STUB
+  // (void)input;
+  // (void)out;
+  // throw std::logic_error("TODO(student) lab 1: ChunkedDecoder::decode (common/body_reader.cpp)");
+  // LAB(1) END
 }
 
 BodyReader::BodyReader(BodyFraming framing)
@@ -203,6 +213,7 @@ BodyReader::BodyReader(BodyFraming framing)
             (framing.kind == BodyKind::content_length && framing.length == 0)) {}
 
 BodyReader::Result BodyReader::feed(std::string_view input, std::string& out) {
+  // LAB(1) BEGIN BodyReader::feed
   if (done_) return {0, true, false};
   switch (framing_.kind) {
     case BodyKind::none:
@@ -225,6 +236,11 @@ BodyReader::Result BodyReader::feed(std::string_view input, std::string& out) {
       return {input.size(), false, false};
   }
   return {0, false, true};
+  // LAB(1) STUB
+  // (void)input;
+  // (void)out;
+  // throw std::logic_error("TODO(student) lab 1: BodyReader::feed (common/body_reader.cpp)");
+  // LAB(1) END
 }
 
 bool BodyReader::complete_at_eof() const noexcept {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <stdexcept>
 
 namespace proxy {
 namespace {
@@ -132,6 +133,7 @@ FieldsResult parse_fields(std::string_view buffer, std::size_t pos, HeaderFields
 
 RequestParseResult parse_request(std::string_view buffer, Request& out,
                                  const RequestLimits& limits) {
+  // LAB(1) BEGIN parse_request
   RequestParseResult result;
   auto fail = [&](int status, std::string reason) {
     result.status = ParseStatus::invalid;
@@ -186,6 +188,12 @@ RequestParseResult parse_request(std::string_view buffer, Request& out,
   result.status = ParseStatus::complete;
   result.consumed = parsed.end;
   return result;
+  // LAB(1) STUB
+  // (void)buffer;
+  // (void)out;
+  // (void)limits;
+  // throw std::logic_error("TODO(student) lab 1: parse_request (common/http_message.cpp)");
+  // LAB(1) END
 }
 
 ResponseParseResult parse_response_head(std::string_view buffer, ResponseHead& out,

@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 
 #include "cache.h"
 #include "cache_line.h"
@@ -25,6 +26,7 @@ class alignas(kCacheLineBytes) LockedCache final : public Cache {
   /// Takes ownership of `inner`, which must not be used elsewhere.
   explicit LockedCache(std::unique_ptr<Cache> inner) : inner_(std::move(inner)) {}
 
+  // LAB(2) BEGIN LockedCache
   std::shared_ptr<const CachedResponse> find(std::string_view key) override {
     std::lock_guard lock(mutex_);
     return inner_->find(key);
@@ -41,6 +43,24 @@ class alignas(kCacheLineBytes) LockedCache final : public Cache {
     std::lock_guard lock(mutex_);
     return inner_->stats();
   }
+  // LAB(2) STUB
+  // std::shared_ptr<const CachedResponse> find(std::string_view key) override {
+  //   (void)key;
+  //   throw std::logic_error("TODO(student) lab 2: LockedCache::find (common/locked_cache.h)");
+  // }
+  // bool insert(std::string_view key, std::shared_ptr<const CachedResponse> response) override {
+  //   (void)key;
+  //   (void)response;
+  //   throw std::logic_error("TODO(student) lab 2: LockedCache::insert (common/locked_cache.h)");
+  // }
+  // void erase(std::string_view key) override {
+  //   (void)key;
+  //   throw std::logic_error("TODO(student) lab 2: LockedCache::erase (common/locked_cache.h)");
+  // }
+  // [[nodiscard]] CacheStats stats() const override {
+  //   throw std::logic_error("TODO(student) lab 2: LockedCache::stats (common/locked_cache.h)");
+  // }
+  // LAB(2) END
   // Limits never change after construction, so they need no lock.
   [[nodiscard]] std::size_t capacity_bytes() const override { return inner_->capacity_bytes(); }
   [[nodiscard]] std::size_t max_object_bytes() const override { return inner_->max_object_bytes(); }

@@ -1,11 +1,14 @@
 #include "lru_cache.h"
 
+#include <stdexcept>
+
 namespace proxy {
 
 LruCache::LruCache(std::size_t capacity_bytes, std::size_t max_object_bytes)
     : capacity_bytes_(capacity_bytes), max_object_bytes_(max_object_bytes) {}
 
 std::shared_ptr<const CachedResponse> LruCache::find(std::string_view key) {
+  // LAB(1) BEGIN LruCache::find
   auto it = index_.find(key);
   if (it == index_.end()) {
     ++stats_.misses;
@@ -16,9 +19,14 @@ std::shared_ptr<const CachedResponse> LruCache::find(std::string_view key) {
   recency_.splice(recency_.begin(), recency_, it->second);
   ++stats_.hits;
   return it->second->response;
+  // LAB(1) STUB
+  // (void)key;
+  // throw std::logic_error("TODO(student) lab 1: LruCache::find (common/lru_cache.cpp)");
+  // LAB(1) END
 }
 
 bool LruCache::insert(std::string_view key, std::shared_ptr<const CachedResponse> response) {
+  // LAB(1) BEGIN LruCache::insert
   if (!response) return false;
   const std::size_t bytes = entry_bytes(key, *response);
   if (!fits_limits(bytes, capacity_bytes_, max_object_bytes_)) return false;
@@ -33,17 +41,32 @@ bool LruCache::insert(std::string_view key, std::shared_ptr<const CachedResponse
   ++stats_.entries;
   ++stats_.insertions;
   return true;
+  // LAB(1) STUB
+  // (void)key;
+  // (void)response;
+  // throw std::logic_error("TODO(student) lab 1: LruCache::insert (common/lru_cache.cpp)");
+  // LAB(1) END
 }
 
 void LruCache::erase(std::string_view key) {
+  // LAB(1) BEGIN LruCache::erase
   if (auto it = index_.find(key); it != index_.end()) remove(it->second);
+  // LAB(1) STUB
+  // (void)key;
+  // throw std::logic_error("TODO(student) lab 1: LruCache::erase (common/lru_cache.cpp)");
+  // LAB(1) END
 }
 
 void LruCache::remove(Recency::iterator it) {
+  // LAB(1) BEGIN LruCache::remove
   stats_.bytes -= it->bytes;
   --stats_.entries;
   index_.erase(it->key);
   recency_.erase(it);
+  // LAB(1) STUB
+  // (void)it;
+  // throw std::logic_error("TODO(student) lab 1: LruCache::remove (common/lru_cache.cpp)");
+  // LAB(1) END
 }
 
 }  // namespace proxy

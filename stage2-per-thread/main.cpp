@@ -7,6 +7,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -59,6 +60,7 @@ class LiveThreads {
   std::condition_variable none_live_;  // notified when live_ drops to 0
 };
 
+// LAB(2) BEGIN thread_per_connection
 // The body of every connection thread. It adopts `client`, which the accept loop allocated.
 void serve_connection_thread(proxy::Server& server, proxy::Socket* client, LiveThreads& live) {
   std::unique_ptr<proxy::Socket> owned(client);
@@ -108,6 +110,15 @@ void run_thread_per_connection(proxy::Server& server, const std::shared_ptr<Live
                     std::to_string(bound.count()) + " ms after the stop; exiting without them");
   }
 }
+// LAB(2) STUB
+// // Accepts until a stop is requested, starting one thread per client, then waits (bounded) for
+// // the live ones; see labs/lab2-per-thread/README.md.
+// void run_thread_per_connection(proxy::Server& server, const std::shared_ptr<LiveThreads>& live) {
+//   (void)server;
+//   (void)live;
+//   throw std::logic_error("TODO(student) lab 2: run_thread_per_connection (stage2-per-thread/main.cpp)");
+// }
+// LAB(2) END
 
 }  // namespace
 

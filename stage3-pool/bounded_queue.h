@@ -33,6 +33,7 @@ class BoundedQueue {
   /// true once `item` has been moved in; false, leaving `item` untouched, when the queue is or
   /// becomes closed first.
   bool push(T&& item) {
+    // LAB(3) BEGIN BoundedQueue::push
     {
       std::unique_lock lock(mutex_);
       // The predicate form re-checks after every wakeup: wakeups can be spurious, and another
@@ -43,11 +44,16 @@ class BoundedQueue {
     }
     not_empty_.notify_one();
     return true;
+    // LAB(3) STUB
+    // (void)item;
+    // throw std::logic_error("TODO(student) lab 3: BoundedQueue::push (stage3-pool/bounded_queue.h)");
+    // LAB(3) END
   }
 
   /// push(), except that the wait for room also ends when `stop` is requested: returns false,
   /// leaving `item` untouched, so a producer blocked on a full queue can still shut down.
   bool push(T&& item, std::stop_token stop) {
+    // LAB(3) BEGIN BoundedQueue::push(stop)
     {
       std::unique_lock lock(mutex_);
       // The same predicate loop as push(), inside the stop-aware wait.
@@ -59,11 +65,17 @@ class BoundedQueue {
     }
     not_empty_.notify_one();
     return true;
+    // LAB(3) STUB
+    // (void)item;
+    // (void)stop;
+    // throw std::logic_error("TODO(student) lab 3: BoundedQueue::push with a stop_token (stage3-pool/bounded_queue.h)");
+    // LAB(3) END
   }
 
   /// Appends `item` only if there is room now. Returns false, leaving `item` untouched, when
   /// the queue is full or closed: the caller decides what a refusal means (e.g. a 503).
   bool try_push(T&& item) {
+    // LAB(3) BEGIN BoundedQueue::try_push
     {
       std::lock_guard lock(mutex_);
       if (closed_ || items_.size() >= capacity_) return false;
@@ -71,11 +83,16 @@ class BoundedQueue {
     }
     not_empty_.notify_one();
     return true;
+    // LAB(3) STUB
+    // (void)item;
+    // throw std::logic_error("TODO(student) lab 3: BoundedQueue::try_push (stage3-pool/bounded_queue.h)");
+    // LAB(3) END
   }
 
   /// Removes and returns the oldest item, blocking while the queue is empty; nullopt once the
   /// queue is closed (items still queued then are close()'s to hand back, not pop()'s).
   std::optional<T> pop() {
+    // LAB(3) BEGIN BoundedQueue::pop
     std::optional<T> item;
     {
       std::unique_lock lock(mutex_);
@@ -88,12 +105,16 @@ class BoundedQueue {
     }
     not_full_.notify_one();
     return item;
+    // LAB(3) STUB
+    // throw std::logic_error("TODO(student) lab 3: BoundedQueue::pop (stage3-pool/bounded_queue.h)");
+    // LAB(3) END
   }
 
   /// Closes the queue: later pushes fail, and every push or pop blocked now returns (false /
   /// nullopt). Returns the items that were still queued, oldest first, so that the caller
   /// destroys or answers them outside the lock. Idempotent; later calls return nothing.
   [[nodiscard]] std::deque<T> close() {
+    // LAB(3) BEGIN BoundedQueue::close
     std::deque<T> left;
     {
       std::lock_guard lock(mutex_);
@@ -103,6 +124,9 @@ class BoundedQueue {
     not_empty_.notify_all();
     not_full_.notify_all();
     return left;  // destroyed by the caller, after the lock is released: closing is I/O
+    // LAB(3) STUB
+    // throw std::logic_error("TODO(student) lab 3: BoundedQueue::close (stage3-pool/bounded_queue.h)");
+    // LAB(3) END
   }
 
   /// Items queued right now (a snapshot; it may change at once).

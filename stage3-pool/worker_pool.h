@@ -89,6 +89,7 @@ class WorkerPool {
   /// close(), destroying the items it returns, then joins every worker — so it returns after
   /// the last running handler has. Idempotent.
   void shutdown() {
+    // LAB(3) BEGIN WorkerPool::shutdown
     {
       // Destroyed here, after the queue's lock is released: closing a socket is I/O.
       std::deque<Item> discarded = close();
@@ -96,6 +97,9 @@ class WorkerPool {
     for (std::jthread& worker : workers_) {
       if (worker.joinable()) worker.join();
     }
+    // LAB(3) STUB
+    // throw std::logic_error("TODO(student) lab 3: WorkerPool::shutdown (stage3-pool/worker_pool.h)");
+    // LAB(3) END
   }
 
   /// Number of worker threads; fixed at construction.
@@ -109,6 +113,7 @@ class WorkerPool {
 
  private:
   void work() {
+    // LAB(3) BEGIN WorkerPool::work
     // pop() yields nullopt only once the queue is closed: that is the stop flag.
     while (std::optional<Item> item = queue_.pop()) {
       try {
@@ -119,6 +124,9 @@ class WorkerPool {
         detail::log_handler_failure("an exception not derived from std::exception");
       }
     }
+    // LAB(3) STUB
+    // throw std::logic_error("TODO(student) lab 3: WorkerPool::work (the worker loop) (stage3-pool/worker_pool.h)");
+    // LAB(3) END
   }
 
   Handler handler_;

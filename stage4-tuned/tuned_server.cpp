@@ -216,16 +216,30 @@ void TunedServer::dispatch(int fd) {
 }
 
 void TunedServer::submit(Client client) {
+  // LAB(4) BEGIN TunedServer::submit
   if (!pool_.try_submit(std::move(client))) {
     // Load shedding: every worker is busy and the queue is full. Saying so at once beats a
     // client timing out in a queue it cannot see.
     shed(client.connection.release(), "the worker queue is full (--queue)");
   }
+  // LAB(4) STUB
+  // // Until load shedding is written, a client the full queue refuses is dropped (a bare close).
+  // if (!pool_.try_submit(std::move(client))) {
+  //   log_line("TODO(student) lab 4: TunedServer::submit dropped a client the full queue refused "
+  //            "instead of shedding it with a 503 (stage4-tuned/tuned_server.cpp)");
+  // }
+  // LAB(4) END
 }
 
 void TunedServer::shed(Socket socket, const char* reason) {
+  // LAB(4) BEGIN TunedServer::shed
   shed_.fetch_add(1, std::memory_order_relaxed);
   reply_overloaded(std::move(socket), server_.stats(), "load shed", reason);
+  // LAB(4) STUB
+  // (void)socket;  // closed on return: a bare close, no 503
+  // log_line(std::string("TODO(student) lab 4: TunedServer::shed closed a client without a 503 (") + reason +
+  //          ") (stage4-tuned/tuned_server.cpp)");
+  // LAB(4) END
 }
 
 // On a worker: serve the requests this connection has ready, then hand it back to the poller.

@@ -1,0 +1,288 @@
+// lab-handout: writes a lab's starter tree from the reference (make handout LAB=N), and answers
+// questions about labs/manifest.json for the make-test checks (labs/tools/check-starter.sh).
+//
+// Lab regions in the reference (C++ sources and headers):
+//
+//     // LAB(3) BEGIN BoundedQueue::pop      <- lab number, a name for the region
+//     ...reference code...                   <- kept in the handouts of later labs
+//     // LAB(3) STUB
+//     // throw std::logic_error("TODO(student) lab 3: ...");   <- commented in the reference,
+//     // LAB(3) END                                               uncommented in the starter
+//
+// In the handout of lab N, a region of lab K >= N becomes its stub (each line loses the `// `
+// after its indentation) under one `// TODO(student)` line; a region of lab K < N keeps its
+// reference code. Marker and stub lines never reach a handout of an earlier lab's reference.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+/// Writes `text` to `path` only when it differs, so that a regenerated tree keeps the mtimes of
+/// unchanged files and an incremental build of it recompiles only what a lab changed.
+void write_if_changed(const fs::path& path, const std::string& text) {
+  if (fs::exists(path) && slurp(path) == text) return;
+  fs::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+struct Region {
+  std::string file;
+  int line = 0;
+  int lab = 0;
+  std::string name;
+};
+
+/// Rewrites `text` for the handout of `lab` (0: validate only, keep everything). Throws
+/// std::runtime_error naming file:line on a malformed region. Appends each region to `regions`.
+std::string transform(const std::string& text, const std::string& file, int lab,
+                      std::vector<Region>& regions, const std::map<int, std::string>& lab_dirs = {}) {
+  static const std::regex begin_re(R"(^(\s*)// LAB\((\d+)\) BEGIN (\S.*)$)");
+  static const std::regex stub_re(R"(^\s*// LAB\((\d+)\) STUB\s*$)");
+  static const std::regex end_re(R"(^\s*// LAB\((\d+)\) END\s*$)");
+  enum class State { outside, reference, stub } state = State::outside;
+  Region open;
+  std::string indent;
+  bool stubbed = false;
+  std::string out;
+  std::stringstream in(text);
+  int number = 0;
+  auto fail = [&](const std::string& why) {
+    throw std::runtime_error(file + ":" + std::to_string(number) + ": " + why);
+  };
+  bool last_newline = !text.empty() && text.back() == '\n';
+  for (std::string line; std::getline(in, line);) {
+    ++number;
+    std::smatch m;
+    if (std::regex_match(line, m, begin_re)) {
+      if (state != State::outside) fail("LAB BEGIN inside the region opened at line " + std::to_string(open.line));
+      open = Region{file, number, std::stoi(m[2]), m[3]};
+      indent = m[1];
+      state = State::reference;
+      stubbed = lab > 0 && open.lab >= lab;
+      if (stubbed) {
+        auto dir = lab_dirs.find(open.lab);
+        out += indent + "// TODO(student) lab " + std::to_string(open.lab) + ": " + open.name +
+               ". Replace this stub with your code (" +
+               (dir == lab_dirs.end() ? std::string("labs") : dir->second) + "/README.md).\n";
+      }
+      continue;
+    }
+    if (std::regex_match(line, m, stub_re)) {
+      if (state != State::reference || std::stoi(m[1]) != open.lab) fail("LAB STUB without its LAB(" + std::string(m[1]) + ") BEGIN");
+      state = State::stub;
+      continue;
+    }
+    if (std::regex_match(line, m, end_re)) {
+      if (state != State::stub || std::stoi(m[1]) != open.lab) fail("LAB END without its BEGIN and STUB");
+      regions.push_back(open);
+      state = State::outside;
+      continue;
+    }
+    const std::size_t first = line.find_first_not_of(" \t");
+    if (state == State::outside && first != std::string::npos && line.compare(first, 7, "// LAB(") == 0) {
+      fail("a line that looks like a lab marker but is not one: " + line);
+    }
+    switch (state) {
+      case State::outside:
+        out += line + "\n";
+        break;
+      case State::reference:
+        if (lab == 0 || !stubbed) out += line + "\n";
+        break;
+      case State::stub: {
+        if (line.compare(0, indent.size(), indent) != 0 || line.compare(indent.size(), 2, "//") != 0) {
+          fail("a stub line must start with the region's indentation and `//`");
+        }
+        if (lab == 0) {
+          out += line + "\n";
+        } else if (stubbed) {
+          std::string rest = line.substr(indent.size() + 2);
+          if (!rest.empty() && rest[0] == ' ') rest.erase(0, 1);
+          out += rest.empty() ? "\n" : indent + rest + "\n";
+        }
+        break;
+      }
+    }
+  }
+  if (state != State::outside) {
+    number = open.line;
+    fail("LAB(" + std::to_string(open.lab) + ") BEGIN " + open.name + " never ends");
+  }
+  if (!last_newline && !out.empty()) out.pop_back();
+  return out;
+}
+
+bool is_source(const fs::path& p) {
+  const std::string ext = p.extension().string();
+  return ext == ".cpp" || ext == ".h" || ext == ".hpp" || ext == ".cc";
+}
+
+json load_manifest(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read the manifest " + path);
+  json manifest = json::parse(in);
+  if (!manifest.contains("labs") || !manifest["labs"].is_array()) {
+    throw std::runtime_error(path + ": no \"labs\" array");
+  }
+  return manifest;
+}
+
+const json& find_lab(const json& manifest, int lab) {
+  for (const json& l : manifest["labs"]) {
+    if (l.at("number").get<int>() == lab) return l;
+  }
+  throw std::runtime_error("the manifest has no lab " + std::to_string(lab));
+}
+
+/// Every lab's hidden test sources: never shipped in any handout.
+std::set<std::string> hidden_sources(const json& manifest) {
+  std::set<std::string> hidden;
+  for (const json& l : manifest["labs"]) {
+    for (const json& s : l.value("hidden_sources", json::array())) hidden.insert(s.get<std::string>());
+  }
+  return hidden;
+}
+
+/// Writes the handout of `lab` from `source` to `out`; returns the regions it met.
+std::vector<Region> generate(const fs::path& source, const fs::path& out, int lab, const json& manifest) {
+  const std::set<std::string> hidden = hidden_sources(manifest);
+  std::map<int, std::string> lab_dirs;
+  for (const json& l : manifest["labs"]) lab_dirs[l.at("number").get<int>()] = l.value("dir", "labs");
+  std::vector<Region> regions;
+  for (auto it = fs::recursive_directory_iterator(source); it != fs::recursive_directory_iterator(); ++it) {
+    const fs::path relative = fs::relative(it->path(), source);
+    const std::string rel = relative.generic_string();
+    const std::string top = relative.begin()->string();
+    // Build products, version control and measurement output never ship; neither do the
+    // hidden tests nor the grader's planted-bug patches (they would give the answers away).
+    if (top == "build" || top == "results" || top == ".git" || rel == "grader/mutants" ||
+        hidden.count(rel)) {
+      if (it->is_directory()) it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_directory()) {
+      fs::create_directories(out / relative);
+    } else if (it->is_regular_file()) {
+      std::string text = slurp(it->path());
+      if (is_source(it->path()) && text.find("// LAB(") != std::string::npos) {
+        text = transform(text, rel, lab, regions, lab_dirs);
+      }
+      write_if_changed(out / relative, text);
+      fs::permissions(out / relative, fs::status(it->path()).permissions());
+    }
+  }
+  return regions;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"lab-handout: writes lab N's starter tree from the reference (every region of lab "
+               "N and later replaced by its TODO(student) stub), or prints what the manifest says "
+               "about lab N", "lab-handout"};
+  int lab = 0;
+  std::string source = ".";
+  std::string out;
+  std::string manifest_path;
+  bool tarball = false;
+  bool list_regions = false;
+  std::string print;
+  app.add_option("--lab", lab, "The lab number (1-4)")->required();
+  app.add_option("--source", source, "The reference tree")->capture_default_str();
+  app.add_option("--out", out, "Where to write the starter tree (files that did not change keep their mtime)");
+  app.add_option("--manifest", manifest_path, "Default: SOURCE/labs/manifest.json");
+  app.add_flag("--tar", tarball, "Also write OUT.tar.gz (the tree without its build/)");
+  app.add_flag("--list-regions", list_regions, "Print every lab region of SOURCE (file:line lab name) and exit");
+  app.add_option("--print", print,
+                 "Print one line per test group of lab N and exit: 'tests' (binary TAB filter "
+                 "TAB visibility TAB id), 'stages' or 'graded'")
+      ->check(CLI::IsMember({"tests", "stages", "graded"}));
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (manifest_path.empty()) manifest_path = (fs::path(source) / "labs" / "manifest.json").string();
+    const json manifest = load_manifest(manifest_path);
+    const json& entry = find_lab(manifest, lab);
+    if (print == "tests") {
+      for (const json& t : entry.at("tests")) {
+        std::cout << t.at("binary").get<std::string>() << "\t" << t.at("filter").get<std::string>()
+                  << "\t" << t.value("visibility", "visible") << "\t" << t.at("id").get<std::string>() << "\n";
+      }
+      return 0;
+    }
+    if (print == "stages" || print == "graded") {
+      for (const json& s : entry.at(print == "stages" ? "stages" : "graded_files")) {
+        std::cout << s.get<std::string>() << "\n";
+      }
+      return 0;
+    }
+    if (list_regions) {
+      std::vector<Region> regions;
+      for (auto it = fs::recursive_directory_iterator(source); it != fs::recursive_directory_iterator(); ++it) {
+        const std::string top = fs::relative(it->path(), source).begin()->string();
+        if (top == "build" || top == ".git" || top == "results") {
+          if (it->is_directory()) it.disable_recursion_pending();
+          continue;
+        }
+        if (it->is_regular_file() && is_source(it->path())) {
+          std::string text = slurp(it->path());
+          if (text.find("// LAB(") != std::string::npos) {
+            transform(text, fs::relative(it->path(), source).generic_string(), 0, regions);
+          }
+        }
+      }
+      std::sort(regions.begin(), regions.end(), [](const Region& a, const Region& b) {
+        return a.file != b.file ? a.file < b.file : a.line < b.line;
+      });
+      for (const Region& r : regions) std::cout << r.file << ":" << r.line << "\t" << r.lab << "\t" << r.name << "\n";
+      return 0;
+    }
+    if (out.empty()) {
+      std::cerr << "lab-handout: --out is required to write a handout\n";
+      return 2;
+    }
+    std::vector<Region> regions = generate(source, out, lab, manifest);
+    // Tells the tree's CMake (labs/CMakeLists.txt) and the grader that this is a handout.
+    write_if_changed(fs::path(out) / "labs" / "HANDOUT",
+                     "lab " + std::to_string(lab) + " starter, generated by lab-handout from the reference\n");
+    int stubbed = 0;
+    for (const Region& r : regions) stubbed += r.lab >= lab ? 1 : 0;
+    std::cout << "lab " << lab << " (" << entry.value("dir", "") << "): " << out << " written; "
+              << stubbed << " of " << regions.size() << " lab regions are TODO(student) stubs\n";
+    if (tarball) {
+      const fs::path dir = fs::absolute(out).lexically_normal();
+      const std::string name = dir.filename().string();
+      const std::string tar = dir.string() + ".tar.gz";
+      const std::string cmd = "tar -czf '" + tar + "' -C '" + dir.parent_path().string() + "' --exclude='" +
+                              name + "/build' '" + name + "'";
+      if (std::system(cmd.c_str()) != 0) throw std::runtime_error("tar failed: " + cmd);
+      std::cout << tar << " written\n";
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "lab-handout: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
