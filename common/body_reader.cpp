@@ -4,6 +4,8 @@
 #include <charconv>
 #include <stdexcept>
 
+#include "lab_stub.h"
+
 namespace proxy {
 namespace {
 
@@ -202,7 +204,7 @@ ChunkedDecoder::Result ChunkedDecoder::decode(std::string_view input, std::strin
   // LAB(1) STUB
   // (void)input;
   // (void)out;
-  // throw std::logic_error("TODO(student) lab 1: ChunkedDecoder::decode (common/body_reader.cpp)");
+  // proxy::todo_student("TODO(student) lab 1: ChunkedDecoder::decode (common/body_reader.cpp)");
   // LAB(1) END
 }
 
@@ -239,7 +241,7 @@ BodyReader::Result BodyReader::feed(std::string_view input, std::string& out) {
   // LAB(1) STUB
   // (void)input;
   // (void)out;
-  // throw std::logic_error("TODO(student) lab 1: BodyReader::feed (common/body_reader.cpp)");
+  // proxy::todo_student("TODO(student) lab 1: BodyReader::feed (common/body_reader.cpp)");
   // LAB(1) END
 }
 

@@ -7,6 +7,7 @@
 
 #include "cache.h"
 #include "cache_line.h"
+#include "lab_stub.h"
 
 namespace proxy {
 
@@ -46,19 +47,19 @@ class alignas(kCacheLineBytes) LockedCache final : public Cache {
   // LAB(2) STUB
   // std::shared_ptr<const CachedResponse> find(std::string_view key) override {
   //   (void)key;
-  //   throw std::logic_error("TODO(student) lab 2: LockedCache::find (common/locked_cache.h)");
+  //   proxy::todo_student("TODO(student) lab 2: LockedCache::find (common/locked_cache.h)");
   // }
   // bool insert(std::string_view key, std::shared_ptr<const CachedResponse> response) override {
   //   (void)key;
   //   (void)response;
-  //   throw std::logic_error("TODO(student) lab 2: LockedCache::insert (common/locked_cache.h)");
+  //   proxy::todo_student("TODO(student) lab 2: LockedCache::insert (common/locked_cache.h)");
   // }
   // void erase(std::string_view key) override {
   //   (void)key;
-  //   throw std::logic_error("TODO(student) lab 2: LockedCache::erase (common/locked_cache.h)");
+  //   proxy::todo_student("TODO(student) lab 2: LockedCache::erase (common/locked_cache.h)");
   // }
   // [[nodiscard]] CacheStats stats() const override {
-  //   throw std::logic_error("TODO(student) lab 2: LockedCache::stats (common/locked_cache.h)");
+  //   proxy::todo_student("TODO(student) lab 2: LockedCache::stats (common/locked_cache.h)");
   // }
   // LAB(2) END
   // Limits never change after construction, so they need no lock.

@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "lab_stub.h"
 #include "locked_cache.h"
 #include "log.h"
 #include "overload.h"
@@ -116,7 +117,7 @@ void run_thread_per_connection(proxy::Server& server, const std::shared_ptr<Live
 // void run_thread_per_connection(proxy::Server& server, const std::shared_ptr<LiveThreads>& live) {
 //   (void)server;
 //   (void)live;
-//   throw std::logic_error("TODO(student) lab 2: run_thread_per_connection (stage2-per-thread/main.cpp)");
+//   proxy::todo_student("TODO(student) lab 2: run_thread_per_connection (stage2-per-thread/main.cpp)");
 // }
 // LAB(2) END
 

@@ -12,6 +12,8 @@
 #include <stop_token>
 #include <utility>
 
+#include "lab_stub.h"
+
 namespace proxy {
 
 /// A FIFO of at most capacity() items with blocking and non-blocking ends, and a close that
@@ -46,7 +48,7 @@ class BoundedQueue {
     return true;
     // LAB(3) STUB
     // (void)item;
-    // throw std::logic_error("TODO(student) lab 3: BoundedQueue::push (stage3-pool/bounded_queue.h)");
+    // proxy::todo_student("TODO(student) lab 3: BoundedQueue::push (stage3-pool/bounded_queue.h)");
     // LAB(3) END
   }
 
@@ -68,7 +70,7 @@ class BoundedQueue {
     // LAB(3) STUB
     // (void)item;
     // (void)stop;
-    // throw std::logic_error("TODO(student) lab 3: BoundedQueue::push with a stop_token (stage3-pool/bounded_queue.h)");
+    // proxy::todo_student("TODO(student) lab 3: BoundedQueue::push with a stop_token (stage3-pool/bounded_queue.h)");
     // LAB(3) END
   }
 
@@ -85,7 +87,7 @@ class BoundedQueue {
     return true;
     // LAB(3) STUB
     // (void)item;
-    // throw std::logic_error("TODO(student) lab 3: BoundedQueue::try_push (stage3-pool/bounded_queue.h)");
+    // proxy::todo_student("TODO(student) lab 3: BoundedQueue::try_push (stage3-pool/bounded_queue.h)");
     // LAB(3) END
   }
 
@@ -106,7 +108,7 @@ class BoundedQueue {
     not_full_.notify_one();
     return item;
     // LAB(3) STUB
-    // throw std::logic_error("TODO(student) lab 3: BoundedQueue::pop (stage3-pool/bounded_queue.h)");
+    // proxy::todo_student("TODO(student) lab 3: BoundedQueue::pop (stage3-pool/bounded_queue.h)");
     // LAB(3) END
   }
 
@@ -125,7 +127,7 @@ class BoundedQueue {
     not_full_.notify_all();
     return left;  // destroyed by the caller, after the lock is released: closing is I/O
     // LAB(3) STUB
-    // throw std::logic_error("TODO(student) lab 3: BoundedQueue::close (stage3-pool/bounded_queue.h)");
+    // proxy::todo_student("TODO(student) lab 3: BoundedQueue::close (stage3-pool/bounded_queue.h)");
     // LAB(3) END
   }
 

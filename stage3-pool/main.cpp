@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "lab_stub.h"
 #include "locked_cache.h"
 #include "overload.h"
 #include "server.h"
@@ -57,7 +58,7 @@ void run_pool(proxy::Server& server, PoolConfig& config) {
   // LAB(3) STUB
   // (void)server;
   // (void)config;
-  // throw std::logic_error("TODO(student) lab 3: run_pool (the accept loop feeding the workers) (stage3-pool/main.cpp)");
+  // proxy::todo_student("TODO(student) lab 3: run_pool (the accept loop feeding the workers) (stage3-pool/main.cpp)");
   // LAB(3) END
 }
 

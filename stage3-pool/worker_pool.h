@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bounded_queue.h"
+#include "lab_stub.h"
 
 namespace proxy {
 
@@ -98,7 +99,7 @@ class WorkerPool {
       if (worker.joinable()) worker.join();
     }
     // LAB(3) STUB
-    // throw std::logic_error("TODO(student) lab 3: WorkerPool::shutdown (stage3-pool/worker_pool.h)");
+    // proxy::todo_student("TODO(student) lab 3: WorkerPool::shutdown (stage3-pool/worker_pool.h)");
     // LAB(3) END
   }
 
@@ -125,7 +126,7 @@ class WorkerPool {
       }
     }
     // LAB(3) STUB
-    // throw std::logic_error("TODO(student) lab 3: WorkerPool::work (the worker loop) (stage3-pool/worker_pool.h)");
+    // proxy::todo_student("TODO(student) lab 3: WorkerPool::work (the worker loop) (stage3-pool/worker_pool.h)");
     // LAB(3) END
   }
 

@@ -59,7 +59,7 @@ start=$(date +%s)
 "$tool" --lab "$lab" --source "$source" --out "$tree"
 if [ ! -f "$build/build.ninja" ]; then
   # No build type: -O0 without -g, the quickest build; the warnings are the project's own.
-  cmake -S "$tree" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE= > "$logs/configure.log" 2>&1 ||
+  cmake -S "$tree" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$logs/configure.log" 2>&1 ||
     { cat "$logs/configure.log"; echo "FAIL: the lab $lab starter does not configure"; exit 1; }
 fi
 stages=$("$tool" --lab "$lab" --source "$source" --print stages | tr '\n' ' ')

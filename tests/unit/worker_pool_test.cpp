@@ -188,6 +188,13 @@ TEST(BoundedQueue, AStopWakesAProducerBlockedOnAFullQueueAndLeavesItsItem) {
   EXPECT_FALSE(queue.closed()) << "a stop ends one producer's wait, not the queue";
 }
 
+// g++ 12 at -O2 reports std::stop_source's own constructor as reading `stop` uninitialized when
+// push() is lab 3's stub, which only throws; a false positive (the reference never sees it), but
+// -Werror would stop a student's first build.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 TEST(BoundedQueue, APushWithAStopStillQueuesWhenThereIsRoom) {
   proxy::BoundedQueue<int> queue(2);
   std::stop_source stop;
@@ -195,6 +202,9 @@ TEST(BoundedQueue, APushWithAStopStillQueuesWhenThereIsRoom) {
   EXPECT_TRUE(queue.push(7, stop.get_token()));
   EXPECT_EQ(queue.pop(), 7);
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 TEST(BoundedQueue, CloseHandsBackQueuedItemsAndRefusesNewOnes) {
   proxy::BoundedQueue<int> queue(4);
