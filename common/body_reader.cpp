@@ -56,6 +56,19 @@ std::optional<std::string_view> last_transfer_coding(const HeaderFields& fields)
   return last;
 }
 
+// True when the Transfer-Encoding fields list exactly one coding, `chunked`: the only coding this
+// proxy removes (RFC 9112 §6.1).
+bool only_chunked(const HeaderFields& fields) {
+  std::size_t codings = 0;
+  for (const auto& field : fields) {
+    if (!iequals(field.name, "Transfer-Encoding")) continue;
+    for (std::string_view item : split_list(field.value)) {
+      if (!iequals(item, "chunked") || ++codings > 1) return false;
+    }
+  }
+  return codings == 1;
+}
+
 // LAB(1) BEGIN hex_value
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -76,10 +89,12 @@ std::optional<BodyFraming> response_body_framing(const ResponseHead& head,
       head.status == 204 || head.status == 304) {
     return BodyFraming{BodyKind::none, 0};
   }
-  if (auto coding = last_transfer_coding(head.fields)) {
-    // A response whose final coding is not chunked can only end at close (§6.3, item 4).
-    if (iequals(*coding, "chunked")) return BodyFraming{BodyKind::chunked, 0};
-    return BodyFraming{BodyKind::close_delimited, 0};
+  if (last_transfer_coding(head.fields)) {
+    // This proxy removes chunked coding and nothing else (gzip, deflate...): relaying such a body
+    // without its Transfer-Encoding would hand the client, and the cache, bytes it cannot know
+    // are still coded. Only a lone `chunked` is accepted; anything else is the origin's error.
+    if (only_chunked(head.fields)) return BodyFraming{BodyKind::chunked, 0};
+    return std::nullopt;
   }
   LengthFields length = content_length(head.fields);
   if (!length.valid) return std::nullopt;
@@ -92,7 +107,9 @@ std::optional<BodyFraming> request_body_framing(const Request& request) {
   auto coding = last_transfer_coding(request.fields);
   if (coding) {
     if (length.present || !length.valid) return std::nullopt;  // the classic smuggling pair
-    if (!iequals(*coding, "chunked")) return std::nullopt;
+    // A lone `chunked` only: the origin would get any other coding's bytes unlabelled, since the
+    // proxy re-frames the body it decoded (and `chunked, chunked` is a smuggling probe).
+    if (!only_chunked(request.fields)) return std::nullopt;
     return BodyFraming{BodyKind::chunked, 0};
   }
   if (!length.valid) return std::nullopt;

@@ -25,8 +25,10 @@ struct BodyFraming {
 };
 
 /// The framing of a response to a request with `request_method`, per RFC 9112 §6.3.
-/// Returns nullopt when the framing is invalid: several differing Content-Length values, or a
-/// Content-Length that is not a number. Transfer-Encoding wins over Content-Length.
+/// Returns nullopt when the framing is invalid: several differing Content-Length values, a
+/// Content-Length that is not a number, or a Transfer-Encoding other than a lone `chunked` (this
+/// proxy decodes chunked and no other coding, RFC 9112 §6.1). Transfer-Encoding wins over
+/// Content-Length.
 std::optional<BodyFraming> response_body_framing(const ResponseHead& head,
                                                  std::string_view request_method);
 

@@ -566,7 +566,8 @@ bool relay_response(Context& ctx, const Socket& origin, const Request& request,
   }
   std::optional<BodyFraming> framing = response_body_framing(head, request.method);
   if (!framing) {
-    reply_error(ctx, 502, "origin sent conflicting or malformed Content-Length");
+    reply_error(ctx, 502, "origin sent conflicting or malformed Content-Length, or a "
+                          "transfer coding other than chunked");
     return true;
   }
   // Before the client hears the answer, so a GET it sends next cannot meet the old entry.

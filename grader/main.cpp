@@ -327,10 +327,24 @@ std::set<std::string> parse_list(const std::string& list) {
   return items;
 }
 
-/// Copies a source tree, leaving out build products and version control. Files whose content
-/// is already there are left alone, so their mtimes stay and a rerun rebuilds incrementally.
+/// Makes `to` a copy of the source tree `from`, leaving out build products and version control.
+/// Files whose content is already there are left alone, so their mtimes stay and a rerun rebuilds
+/// incrementally; files in `to` that `from` does not have are removed, so that a file a
+/// resubmission dropped cannot linger, and a test file a student adds under an overlaid folder
+/// (tests/) cannot pad the lab's test groups.
 void copy_tree(const fs::path& from, const fs::path& to) {
   fs::create_directories(to);
+  std::vector<fs::path> extra;
+  for (auto it = fs::recursive_directory_iterator(to); it != fs::recursive_directory_iterator();
+       ++it) {
+    const fs::path relative = fs::relative(it->path(), to);
+    const std::string top = relative.begin()->string();
+    if (top == "build" || top == "results" || top == ".git" || !fs::exists(from / relative)) {
+      if (it->is_directory()) it.disable_recursion_pending();
+      if (!fs::exists(from / relative)) extra.push_back(it->path());
+    }
+  }
+  for (const fs::path& path : extra) fs::remove_all(path);
   for (auto it = fs::recursive_directory_iterator(from); it != fs::recursive_directory_iterator();
        ++it) {
     const fs::path relative = fs::relative(it->path(), from);

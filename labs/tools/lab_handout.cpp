@@ -263,6 +263,19 @@ int main(int argc, char** argv) {
       std::cerr << "lab-handout: --out is required to write a handout\n";
       return 2;
     }
+    {
+      // The handout must not land on the reference (the stubs would replace its code) nor inside
+      // a folder the copy walks (it would copy itself): only under build/ or results/, or outside.
+      const fs::path src = fs::weakly_canonical(source);
+      const fs::path dst = fs::weakly_canonical(out);
+      const fs::path inside = dst.lexically_relative(src);
+      const std::string top = inside.empty() ? "" : inside.begin()->string();
+      if (dst == src || (!inside.empty() && top != ".." && top != "build" && top != "results")) {
+        std::cerr << "lab-handout: --out " << out << " is the reference tree or inside it; write "
+                  << "the handout outside it or under its build/ (make handout: build/handout/)\n";
+        return 2;
+      }
+    }
     std::vector<Region> regions = generate(source, out, lab, manifest);
     // Tells the tree's CMake (labs/CMakeLists.txt) and the grader that this is a handout.
     write_if_changed(fs::path(out) / "labs" / "HANDOUT",
