@@ -34,6 +34,7 @@ struct Args {
   std::string gdb = "gdb";
   std::string manifest = std::string(GRADER_REFERENCE) + "/labs/manifest.json";
   int lab = 0;
+  bool mutants_apply = false;
   bool quick = false;
   bool expect_full = false;
   int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -61,6 +62,9 @@ void add_options(CLI::App& app, Args& a) {
   app.add_option("--mutants", a.mutants,
                  "Grade planted-bug variants of stage 3: 'all' or a comma list of names; prints "
                  "mutant -> check -> caught, exits 1 if any escaped");
+  app.add_flag("--mutants-apply", a.mutants_apply,
+               "Only check that every mutant's patch applies exactly to the submission (fast: "
+               "nothing is built); names the mutant and file of each that drifted, exits 1");
   app.add_option("--gdb", a.gdb, "Debugger the hang watchdog attaches")->capture_default_str();
   app.add_option("-j,--jobs", a.jobs, "Parallel compile jobs")->capture_default_str();
   app.add_flag("--quick", a.quick, "One repeat per check and shorter loads (the QUICK=1 budget)");
@@ -119,6 +123,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (args.mutants_apply) return grader::check_mutants_apply(session);
   if (!args.mutants.empty()) return grader::grade_mutants(session, grader::parse_list(args.mutants));
   if (args.lab > 0) {
     return grader::grade_lab(session, args.lab, GRADER_REFERENCE, args.manifest, only);

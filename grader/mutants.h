@@ -15,4 +15,9 @@ namespace grader {
 /// when a patch does not apply.
 int grade_mutants(const Session& session, const std::set<std::string>& wanted);
 
+/// Checks, without building anything, that every mutant of the rubric applies exactly (no fuzz)
+/// to `session.submission` and names a check of the rubric. Prints one line per mutant, naming
+/// the mutant and the file of each hunk that drifted. Returns 0 when all apply, else 1.
+int check_mutants_apply(const Session& session);
+
 }  // namespace grader
