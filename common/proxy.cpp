@@ -16,7 +16,7 @@
 #include <string_view>
 
 #include "body_reader.h"
-#include "cache_policy.h"
+#include "http_cache_rules.h"
 #include "log.h"
 #include "rewrite.h"
 #include "tunnel.h"
@@ -40,7 +40,7 @@ struct Context {
   bool persistent = false;
   int version_minor = 1;  // the client's HTTP/1.x: a 1.0 client needs keep-alive spelled out
   std::uint64_t* connection_requests = nullptr;  // the connection's count, beside stats.requests
-  // RFC 9111 (cache_policy.h): when the request went to the origin, and the stale stored
+  // RFC 9111 (http_cache_rules.h): when the request went to the origin, and the stale stored
   // response it asks the origin to revalidate (null when the request is not conditional).
   UnixSeconds request_time = 0;
   std::shared_ptr<const CachedResponse> revalidating{};
@@ -616,7 +616,7 @@ bool relay_response(Context& ctx, const Socket& origin, const Request& request,
 
   // Capture the body only while it could still be stored: never more than one object may be.
   const std::size_t object_limit = std::min(cache.max_object_bytes(), cache.capacity_bytes());
-  // RFC 9111 §3 (cache_policy.h): whether this response may be stored, and how long it is fresh.
+  // RFC 9111 §3 (http_cache_rules.h): whether this response may be stored, and how long it is fresh.
   const std::optional<Freshness> freshness =
       make_freshness(head.status, head.fields, ctx.request_time, response_time,
                      ctx.options.heuristic_freshness.count());
