@@ -136,7 +136,9 @@ bool serve_request(ClientConnection& connection, Cache& cache, const ProxyOption
     // Bytes past this head are the next pipelined request: keep them for the next call.
     connection.buffered_.assign(buffer, head_bytes, std::string::npos);
   }
-  if (options.metrics && request.method == "GET" && request.target == "/metrics") {
+  if (count_fields(request.fields, "Host") > 1) {
+    reply_error(ctx, 400, "more than one Host field (RFC 9112 §3.2)");
+  } else if (options.metrics && request.method == "GET" && request.target == "/metrics") {
     send_metrics(ctx, options.metrics());
   } else if (connect) {
     if (!serve_connect(ctx, request, std::string_view(buffer).substr(head_bytes))) {
@@ -308,11 +310,9 @@ std::optional<Socket> fetch_from_origin(Context& ctx, const Request& request,
   const bool stream_chunked = rest && body.kind == BodyKind::chunked;
   std::string fields = via_field(ctx, request.version_minor);
   fields.resize(fields.size() - 2);  // build_origin_request adds the CRLF
-  if (body.kind != BodyKind::none) {
-    fields += stream_chunked ? std::string("\r\nTransfer-Encoding: chunked")
-                             : "\r\nContent-Length: " +
-                                   std::to_string(rest ? body.length : request_body.size());
-  }
+  const std::string framing = origin_framing_field(
+      request, body, rest ? body.length : request_body.size(), stream_chunked);
+  if (!framing.empty()) fields.append("\r\n").append(framing);
   std::string out = build_origin_request(request, uri, fields);
   if (stream_chunked) {
     char size_line[32];
