@@ -81,73 +81,6 @@ std::optional<std::string_view> after(std::string_view path, std::string_view pr
   return path.substr(prefix.size());
 }
 
-std::string_view reason_phrase(int status) {
-  switch (status) {
-    case 100:
-      return "Continue";
-    case 101:
-      return "Switching Protocols";
-    case 200:
-      return "OK";
-    case 201:
-      return "Created";
-    case 202:
-      return "Accepted";
-    case 204:
-      return "No Content";
-    case 206:
-      return "Partial Content";
-    case 301:
-      return "Moved Permanently";
-    case 302:
-      return "Found";
-    case 303:
-      return "See Other";
-    case 304:
-      return "Not Modified";
-    case 307:
-      return "Temporary Redirect";
-    case 308:
-      return "Permanent Redirect";
-    case 400:
-      return "Bad Request";
-    case 401:
-      return "Unauthorized";
-    case 403:
-      return "Forbidden";
-    case 404:
-      return "Not Found";
-    case 405:
-      return "Method Not Allowed";
-    case 408:
-      return "Request Timeout";
-    case 410:
-      return "Gone";
-    case 413:
-      return "Content Too Large";
-    case 414:
-      return "URI Too Long";
-    case 429:
-      return "Too Many Requests";
-    case 431:
-      return "Request Header Fields Too Large";
-    case 500:
-      return "Internal Server Error";
-    case 501:
-      return "Not Implemented";
-    case 502:
-      return "Bad Gateway";
-    case 503:
-      return "Service Unavailable";
-    case 504:
-      return "Gateway Timeout";
-    case 505:
-      return "HTTP Version Not Supported";
-    default:
-      return "Status";
-  }
-}
-
 // How a response's body is delimited on the wire.
 enum class Framing { content_length, chunked, close_delimited, none };
 // What happens to the connection once the response is written.
@@ -346,7 +279,7 @@ std::optional<Plan> route(std::string_view path, const RequestView& request) {
     if (!status || *status < 100) return std::nullopt;
     int value = static_cast<int>(*status);
     plan.reply =
-        text_reply(value, std::to_string(value) + " " + std::string(reason_phrase(value)) + "\n");
+        text_reply(value, std::to_string(value) + " " + std::string(proxy::reason_phrase(value)) + "\n");
     if (value < 200 || value == 204 || value == 304) {
       plan.reply.body.clear();
       plan.reply.framing = Framing::none;
@@ -409,7 +342,7 @@ std::optional<Plan> route(std::string_view path, const RequestView& request) {
       plan.reply = text_reply(200, "final response after a " + std::to_string(*code) + "\n");
     }
     plan.reply.interim = "HTTP/1.1 " + std::to_string(*code) + " " +
-                         std::string(reason_phrase(static_cast<int>(*code))) + "\r\n" +
+                         std::string(proxy::reason_phrase(static_cast<int>(*code))) + "\r\n" +
                          (*code == 103 ? "Link: </style.css>; rel=preload; as=style\r\n" : "") +
                          "\r\n";
     return plan;
@@ -1021,7 +954,7 @@ void OriginServer::Loop::start_plan(Connection& c) {
 
 void OriginServer::Loop::start_error(Connection& c, int status) {
   // After a framing error the rest of the stream cannot be trusted: answer and close.
-  Reply reply = text_reply(status, std::string(reason_phrase(status)) + "\n");
+  Reply reply = text_reply(status, std::string(proxy::reason_phrase(status)) + "\n");
   reply.ending = Ending::close;
   c.in.clear();
   c.body_reader.reset();
@@ -1040,7 +973,7 @@ void OriginServer::Loop::start_reply(Connection& c, Reply reply) {
   out += "HTTP/1.1 ";
   out += std::to_string(reply.status);
   out += ' ';
-  out += reason_phrase(reply.status);
+  out += proxy::reason_phrase(reply.status);
   out += "\r\nServer: harness-origin\r\nDate: ";
   out += http_date();
   out += "\r\n";
