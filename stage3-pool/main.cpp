@@ -94,10 +94,10 @@ int main(int argc, char** argv) {
   stage.wrap_cache = [](std::unique_ptr<proxy::Cache> cache) -> std::unique_ptr<proxy::Cache> {
     return std::make_unique<proxy::LockedCache>(std::move(cache));
   };
-  stage.run = [&config](proxy::Server& server) { run_pool(server, config); };
-  stage.extra_stats = [&config] {
-    return "workers=" + std::to_string(config.workers) + " queue=" +
-           std::to_string(config.queue) + " peak_queued=" + std::to_string(config.peak_queued);
-  };
-  return proxy::run_stage(argc, argv, stage);
+  auto [server, exit_code] = proxy::start_stage(argc, argv, stage);
+  if (!server) return exit_code;
+  run_pool(*server, config);
+  return server->finish("workers=" + std::to_string(config.workers) + " queue=" +
+                        std::to_string(config.queue) +
+                        " peak_queued=" + std::to_string(config.peak_queued));
 }
