@@ -13,6 +13,7 @@ help:
 	@echo "make tsan       the same tests under ThreadSanitizer (build/tsan/)"
 	@echo "make asan       the same tests under AddressSanitizer + UBSan (build/asan/)"
 	@echo "make debug      unoptimized build for gdb and Valgrind (build/debug/)"
+	@echo "make cross-check    build for aarch64 (Raspberry Pi OS) and run the unit and black-box tests under qemu-user (build/cross/)"
 	@echo "make bench-cache     cache policy and wrapper throughput (Google Benchmark)"
 	@echo "make bench-dispatch  cost of a thread per task vs a pool submit (Google Benchmark)"
 	@echo "make sweep      the tuning curve: STAGE x WORKERS under wrk -> results/sweep/ (QUICK=1: ~20 s)"
@@ -60,6 +61,20 @@ tsan: deps-check build/tsan/build.ninja
 	cmake --build --preset tsan -j $(JOBS)
 	ctest --preset tsan -j $(JOBS) $(CTEST_ARGS)
 
+# The Raspberry Pi path (docs/raspberry-pi.md): the whole tree built for aarch64 with Debian's
+# cross compiler (preset cross, cmake/aarch64-linux-gnu.cmake), then the unit and black-box
+# tests run under qemu-user. Installs its packages (install-deps cross) when they are missing.
+.PHONY: cross-check deps-cross
+deps-cross:
+	@scripts/install-deps --if-missing build test cross
+
+build/cross/build.ninja: | deps-cross
+	cmake --preset cross
+
+cross-check: deps-cross build/cross/build.ninja
+	cmake --build --preset cross -j $(JOBS)
+	ctest --preset cross -j $(JOBS) -L 'unit|blackbox' $(CTEST_ARGS)
+
 # Micro-benchmarks (Google Benchmark); not part of `make test`.
 bench-cache: release
 	build/release/bin/cache-bench $(BENCH_ARGS)
@@ -72,7 +87,7 @@ clean:
 
 # --- Load measurements (issue 7): `make sweep`, `make bench` ------------------------------
 # Both need wrk and gnuplot (scripts/install-deps bench); `make bench PEERS=1` also squid,
-# tinyproxy and nginx (scripts/install-deps peers). Only the programs they run are built.
+# tinyproxy, nginx and varnish (scripts/install-deps peers). Only the programs they run are built.
 # make sweep [STAGE=stage3-pool] [WORKERS="1 2 4 ..."] [CONNECTIONS=100] [DURATION=10]
 #            [ORIGIN_DELAY_MS=20] [ORIGIN_CAPACITY=0] [WORKLOAD=miss|hit] [QUICK=1]
 # make bench [DURATION=5] [BENCH_CONNECTIONS="1 10 100 400"] [POOL_WORKERS=128] [PEERS=1] [QUICK=1]

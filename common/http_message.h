@@ -73,6 +73,10 @@ struct ResponseParseResult {
 ResponseParseResult parse_response_head(std::string_view buffer, ResponseHead& out,
                                         std::size_t max_head_bytes = 64 * 1024);
 
+/// The reason phrase of a status code (RFC 9110 §15), e.g. "Not Found" for 404; "Status" for a
+/// code this table does not know. Shared by the proxy's own replies and the harness origin.
+std::string_view reason_phrase(int status) noexcept;
+
 /// ASCII case-insensitive equality, as field names and schemes compare (RFC 9110 §5.1).
 bool iequals(std::string_view a, std::string_view b) noexcept;
 
@@ -82,6 +86,10 @@ std::optional<std::string_view> find_field(const HeaderFields& fields, std::stri
 /// True when a comma-separated field (e.g. Connection, Transfer-Encoding) named `name` lists
 /// `token`, case-insensitively, in any of its occurrences.
 bool field_has_token(const HeaderFields& fields, std::string_view name, std::string_view token);
+
+/// The number of field lines named `name` (case-insensitive), whatever their values. A server
+/// answers 400 to a request with more than one Host line, even identical ones (RFC 9112 §3.2).
+std::size_t count_fields(const HeaderFields& fields, std::string_view name) noexcept;
 
 /// Splits a comma-separated list value into trimmed, non-empty elements (RFC 9110 §5.6.1).
 std::vector<std::string_view> split_list(std::string_view value);
