@@ -6,11 +6,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
 #include <sstream>
+#include <thread>
+#include <vector>
 
 #include "build.h"
 #include "support.h"
@@ -81,7 +84,7 @@ bool build_tests(const LabRun& run, int jobs) {
 /// Runs each test of one group in a process of its own, with a time limit: a crash or a hang
 /// fails that test alone. Fills in `r`'s score (whole points, rounded down) and output.
 void run_test_group(const json& group, const LabRun& run, const std::string& out_dir,
-                    Clock::time_point start, CheckResult& r) {
+                    Clock::time_point start, int jobs, CheckResult& r) {
   const std::string binary = run.tests_build + "/bin/" + group.at("binary").get<std::string>();
   const std::vector<std::string> tests = gtest_list(binary, group.at("filter"));
   const std::string command = group.at("binary").get<std::string>() + " --gtest_filter='" +
@@ -100,11 +103,26 @@ void run_test_group(const json& group, const LabRun& run, const std::string& out
   fs::create_directories(log_dir);
   std::fprintf(stderr, "[grade %7s] %s: %-18s %zu tests\n", elapsed_since(start).c_str(),
                run.name.c_str(), r.check_id.c_str(), tests.size());
-  for (const std::string& test : tests) {
+  // `jobs` tests at a time, as ctest -j runs them: the tests are written to run side by side.
+  std::vector<int> statuses(tests.size(), -1);
+  std::atomic<std::size_t> next{0};
+  auto run_tests = [&] {
+    for (std::size_t i = next++; i < tests.size(); i = next++) {
+      const std::string cmd = "timeout -s KILL 180 " + shell_quote(binary) + " --gtest_filter=" +
+                              shell_quote(tests[i]) + " > " +
+                              shell_quote(log_dir + "/" + safe_name(tests[i]) + ".log") +
+                              " 2>&1 < /dev/null";
+      statuses[i] = std::system(cmd.c_str());
+    }
+  };
+  std::vector<std::thread> runners;
+  for (int k = 1; k < jobs; ++k) runners.emplace_back(run_tests);
+  run_tests();
+  for (std::thread& t : runners) t.join();
+  for (std::size_t i = 0; i < tests.size(); ++i) {
+    const std::string& test = tests[i];
     const std::string log = log_dir + "/" + safe_name(test) + ".log";
-    const std::string cmd = "timeout -s KILL 180 " + shell_quote(binary) + " --gtest_filter=" +
-                            shell_quote(test) + " > " + shell_quote(log) + " 2>&1 < /dev/null";
-    const int status = std::system(cmd.c_str());
+    const int status = statuses[i];
     const std::string text = slurp(log);
     const bool skipped = text.find("[  SKIPPED ]") != std::string::npos;
     if (status == 0 && !skipped) {
@@ -258,7 +276,7 @@ int grade_lab(const Session& session, int lab_number, const std::string& referen
       r.output = "The tests did not build, so this group could not run. The compiler said:\n" +
                  compiler_errors(slurp(run.tests_build + "/build.log"));
     } else {
-      run_test_group(group, run, session.out_dir, session.start, r);
+      run_test_group(group, run, session.out_dir, session.start, session.jobs, r);
     }
     r.seconds = std::chrono::duration<double>(Clock::now() - group_start).count();
     results.push_back(r);
