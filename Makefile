@@ -129,9 +129,11 @@ bench: deps-bench build/release/build.ninja
 # LAB=N builds in one folder per lab (GRADE_BUILD_DIR), reused by every submission of that lab:
 # the grader lays each submission over the previous one's copy, so only the files that differ
 # are recompiled (grader/README.md, "Minutes per submission"). Grade one lab N at a time there.
+# The default folder is outside the tree graded (a student's own tree, when SUBMISSION=.).
 SUBMISSION ?= .
+GRADE_CACHE = $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/proxy-grader
 GRADE_FLAGS = --submission $(SUBMISSION) $(if $(STAGES),--stages $(STAGES)) \
-	$(if $(LAB),--lab $(LAB) --build-dir $(or $(GRADE_BUILD_DIR),results/grade/build/lab$(LAB))) \
+	$(if $(LAB),--lab $(LAB) --build-dir $(or $(GRADE_BUILD_DIR),$(GRADE_CACHE)/lab$(LAB))) \
 	$(if $(filter 1,$(QUICK)),--quick) $(if $(RUBRIC),--rubric $(RUBRIC))
 .PHONY: grade grade-mutants grader
 
