@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cache.h"
@@ -82,6 +83,10 @@ class ClientConnection {
   [[nodiscard]] bool has_buffered() const noexcept { return !buffered_.empty(); }
   /// Requests read on this connection so far (complete heads, valid or not).
   [[nodiscard]] std::uint64_t requests() const noexcept { return requests_; }
+  /// Adds request bytes someone else read from this connection's socket (stage 4's poller
+  /// reads a whole request head before a worker is involved) to those the next serve_request
+  /// parses first, before it reads more.
+  void add_buffered(std::string_view bytes) { buffered_.append(bytes); }
   /// Gives up the socket (e.g. to answer it with reply_overloaded); the connection is empty.
   [[nodiscard]] Socket release() noexcept { return std::move(socket_); }
 

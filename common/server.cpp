@@ -2,7 +2,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <stdexcept>
 
@@ -103,6 +109,40 @@ Server::Server(const ServerConfig& config, std::unique_ptr<Cache> cache)
 }
 
 std::optional<Socket> Server::accept() { return accept_client(listener_, shutdown_.stop_fd()); }
+
+std::optional<Socket> Server::try_accept(bool& exhausted) {
+  exhausted = false;
+  for (;;) {
+    const int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      switch (errno) {
+        case EINTR:
+        case ECONNABORTED:
+        case EPROTO:
+          continue;
+        case EAGAIN:
+          return std::nullopt;
+        case EMFILE:
+        case ENFILE:
+        case ENOBUFS:
+        case ENOMEM:
+          exhausted = true;
+          return std::nullopt;
+        default:
+          throw std::runtime_error(std::string("accept: ") + std::strerror(errno));
+      }
+    }
+    Socket client(fd);
+    // --allow is judged at accept, before a byte of the request is read (an open proxy is an
+    // open relay). The 403 is a few bytes into an empty send buffer.
+    if (!admits(client)) {
+      reply_forbidden(std::move(client), stats_);
+      continue;
+    }
+    set_int_option(client, IPPROTO_TCP, TCP_NODELAY, 1);
+    return client;
+  }
+}
 
 void Server::serve(Socket client) {
   if (!admits(client)) {

@@ -51,9 +51,16 @@ class Server {
 
   /// The next client, or nullopt once a stop was requested.
   std::optional<Socket> accept();
+  /// For a stage that waits on the listener itself (stage 4's epoll): the next pending client,
+  /// without waiting, past the same access check serve() makes — a client outside --allow is
+  /// answered 403 and closed here, and the next one taken. nullopt when none is pending, or
+  /// when this process is out of descriptors or buffers: then `exhausted` is set, the
+  /// connection stays in the backlog, and the caller should stop listening for a moment rather
+  /// than spin. Sets TCP_NODELAY, as accept() does. Accept from one thread only. Throws
+  /// std::runtime_error when the listener itself is broken.
+  std::optional<Socket> try_accept(bool& exhausted);
   /// True when --allow admits this client's address (always, without --allow). Thread-safe
-  /// (the list is read-only after construction). A stage with its own accept path (stage 4)
-  /// must ask this before serving, and answer a refused client with reply_forbidden.
+  /// (the list is read-only after construction).
   [[nodiscard]] bool admits(const Socket& client) const { return allow_.allows_peer(client); }
   /// Runs the shared transaction on one client (serve_connection), or answers 403 when the
   /// client's address is outside --allow. Never throws: a transaction that throws (out of
