@@ -81,7 +81,8 @@ void serve_revalidated(Context& ctx, const ResponseHead& not_modified, const Req
                        const std::string& key, bool may_store, Cache& cache);
 bool stream_request_body(Context& ctx, Socket& origin, BodyReader& reader, bool chunked,
                          std::uint64_t already);
-bool serve_connect(Context& ctx, const Request& request, std::string_view early_bytes);
+bool serve_connect(Context& ctx, Socket& client, const Request& request,
+                   std::string_view early_bytes);
 
 // Methods (RFC 9110 §9.3): which ones we forward, and which ones invalidate (RFC 9111 §4.4).
 bool is_forwarded_method(std::string_view method);
@@ -139,7 +140,7 @@ bool serve_request(ClientConnection& connection, Cache& cache, const ProxyOption
   if (options.metrics && request.method == "GET" && request.target == "/metrics") {
     send_metrics(ctx, options.metrics());
   } else if (connect) {
-    if (!serve_connect(ctx, request, std::string_view(buffer).substr(head_bytes))) {
+    if (!serve_connect(ctx, client, request, std::string_view(buffer).substr(head_bytes))) {
       client.reset();  // a cut tunnel: neither side may take it for an orderly end
       return false;
     }
@@ -429,7 +430,9 @@ bool stream_request_body(Context& ctx, Socket& origin, BodyReader& reader, bool 
 // CONNECT host:port (RFC 9110 §9.3.6): check the target and the port, connect, answer 200 and
 // relay bytes both ways until both sides are done. The connection ends with the tunnel.
 // Returns false when the tunnel was cut (reset, shutdown): the caller resets the client.
-bool serve_connect(Context& ctx, const Request& request, std::string_view early_bytes) {
+// With options.adopt_tunnel the relay is handed over after the 200 and `client` left empty.
+bool serve_connect(Context& ctx, Socket& client, const Request& request,
+                   std::string_view early_bytes) {
   std::optional<AbsoluteUri> target = parse_authority_form(request.target);
   if (!target) {
     reply_error(ctx, 400, "CONNECT needs an authority-form target, such as "
@@ -448,7 +451,10 @@ bool serve_connect(Context& ctx, const Request& request, std::string_view early_
   const std::uint64_t now_open = open.fetch_add(1, std::memory_order_relaxed) + 1;
   struct Release {
     std::atomic<std::uint64_t>& open;
-    ~Release() { open.fetch_sub(1, std::memory_order_relaxed); }
+    bool handed_over = false;  // then the taker gives the place back
+    ~Release() {
+      if (!handed_over) open.fetch_sub(1, std::memory_order_relaxed);
+    }
   } release{open};
   if (ctx.options.max_tunnels != 0 && now_open > ctx.options.max_tunnels) {
     reply_error(ctx, 503, "too many CONNECT tunnels open (--max-tunnels " +
@@ -465,6 +471,12 @@ bool serve_connect(Context& ctx, const Request& request, std::string_view early_
        origin->write_all(early_bytes, ctx.options.write_timeout).status != IoStatus::ok)) {
     origin->reset();
     return true;
+  }
+  if (ctx.options.adopt_tunnel) {
+    release.handed_over = true;
+    ctx.options.adopt_tunnel(
+        EstablishedTunnel{std::move(client), std::move(*origin), ctx.peer, request.target});
+    return true;  // `client` is empty now: closing it does nothing
   }
   TunnelResult result = run_tunnel(ctx.client, *origin, ctx.options.tunnel_idle_timeout,
                                    ctx.options.write_timeout);
@@ -523,7 +535,8 @@ bool read_response_head(Context& ctx, const Socket& origin, std::string& buffer,
       head_bytes = parsed.consumed;
       return true;
     }
-    IoResult got = origin.read_some(chunk, ctx.options.origin_timeout);
+    IoResult got = origin.read_some(chunk, ctx.options.origin_timeout,
+                                    ctx.options.drop_abandoned ? ctx.client.fd() : -1);
     switch (got.status) {
       case IoStatus::ok:
         buffer.append(chunk.data(), got.bytes);
@@ -533,6 +546,10 @@ bool read_response_head(Context& ctx, const Socket& origin, std::string& buffer,
                                   std::to_string(ctx.options.origin_timeout.count()) + " ms");
         return false;
       case IoStatus::cancelled:
+        if (ctx.options.drop_abandoned) {
+          log_failure(ctx, "client hung up (or shutdown cut the wait) before the origin "
+                           "answered; origin request dropped, nothing stored");
+        }
         return false;
       case IoStatus::eof:
         reply_error(ctx, 502, buffer.empty() ? "origin closed the connection without answering"

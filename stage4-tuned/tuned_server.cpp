@@ -124,8 +124,11 @@ TunedServer::TunedServer(Server& server, const TunedConfig& config)
       options_(server.config().proxy),
       sizer_(sizer_options(config), initial_workers(config)),
       shedder_(shedder_options(config)),
+      tunnels_(server.stats(), server.config().proxy.tunnel_idle_timeout),
       pool_(initial_workers(config), config.queue, [this](Job job) { serve(std::move(job)); }) {
   options_.keep_alive = true;
+  options_.drop_abandoned = true;
+  options_.adopt_tunnel = [this](EstablishedTunnel tunnel) { tunnels_.adopt(std::move(tunnel)); };
   options_.max_tunnels = config.max_tunnels != 0
                              ? config.max_tunnels
                              : std::max<std::size_t>(1, config.max_connections / 2);

@@ -23,6 +23,7 @@
 #include "proxy.h"
 #include "queue_delay.h"
 #include "server.h"
+#include "tunnel_relay.h"
 
 namespace proxy {
 
@@ -169,6 +170,7 @@ class TunedServer {
   std::mutex returned_mutex_;  // guards returned_
   std::vector<Client> returned_;  // connections workers finished with, still open
 
+  TunnelRelay tunnels_;  // before pool_: workers hand tunnels to it until they are joined
   ElasticPool<Job> pool_;  // last: its workers stop before the fields above go away
 };
 
