@@ -16,7 +16,7 @@
 #include <string_view>
 
 #include "body_reader.h"
-#include "cache_policy.h"
+#include "http_cache_rules.h"
 #include "log.h"
 #include "rewrite.h"
 #include "tunnel.h"
@@ -40,7 +40,7 @@ struct Context {
   bool persistent = false;
   int version_minor = 1;  // the client's HTTP/1.x: a 1.0 client needs keep-alive spelled out
   std::uint64_t* connection_requests = nullptr;  // the connection's count, beside stats.requests
-  // RFC 9111 (cache_policy.h): when the request went to the origin, and the stale stored
+  // RFC 9111 (http_cache_rules.h): when the request went to the origin, and the stale stored
   // response it asks the origin to revalidate (null when the request is not conditional).
   UnixSeconds request_time = 0;
   std::shared_ptr<const CachedResponse> revalidating{};
@@ -137,7 +137,9 @@ bool serve_request(ClientConnection& connection, Cache& cache, const ProxyOption
     // Bytes past this head are the next pipelined request: keep them for the next call.
     connection.buffered_.assign(buffer, head_bytes, std::string::npos);
   }
-  if (options.metrics && request.method == "GET" && request.target == "/metrics") {
+  if (count_fields(request.fields, "Host") > 1) {
+    reply_error(ctx, 400, "more than one Host field (RFC 9112 §3.2)");
+  } else if (options.metrics && request.method == "GET" && request.target == "/metrics") {
     send_metrics(ctx, options.metrics());
   } else if (connect) {
     if (!serve_connect(ctx, client, request, std::string_view(buffer).substr(head_bytes))) {
@@ -309,11 +311,9 @@ std::optional<Socket> fetch_from_origin(Context& ctx, const Request& request,
   const bool stream_chunked = rest && body.kind == BodyKind::chunked;
   std::string fields = via_field(ctx, request.version_minor);
   fields.resize(fields.size() - 2);  // build_origin_request adds the CRLF
-  if (body.kind != BodyKind::none) {
-    fields += stream_chunked ? std::string("\r\nTransfer-Encoding: chunked")
-                             : "\r\nContent-Length: " +
-                                   std::to_string(rest ? body.length : request_body.size());
-  }
+  const std::string framing = origin_framing_field(
+      request, body, rest ? body.length : request_body.size(), stream_chunked);
+  if (!framing.empty()) fields.append("\r\n").append(framing);
   std::string out = build_origin_request(request, uri, fields);
   if (stream_chunked) {
     char size_line[32];
@@ -633,7 +633,7 @@ bool relay_response(Context& ctx, const Socket& origin, const Request& request,
 
   // Capture the body only while it could still be stored: never more than one object may be.
   const std::size_t object_limit = std::min(cache.max_object_bytes(), cache.capacity_bytes());
-  // RFC 9111 §3 (cache_policy.h): whether this response may be stored, and how long it is fresh.
+  // RFC 9111 §3 (http_cache_rules.h): whether this response may be stored, and how long it is fresh.
   const std::optional<Freshness> freshness =
       make_freshness(head.status, head.fields, ctx.request_time, response_time,
                      ctx.options.heuristic_freshness.count());

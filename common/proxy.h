@@ -41,7 +41,7 @@ struct ProxyOptions {
   /// 10% of its Date − Last-Modified, at most this long, or this long without Last-Modified.
   /// Generous by default because most small origins (the harness's /bytes/N, Proxy Lab's tiny)
   /// send no freshness at all, and the course's cache relies on storing them. 0 stores only
-  /// responses with explicit freshness. See cache_policy.h for every caching rule.
+  /// responses with explicit freshness. See http_cache_rules.h for every caching rule.
   std::chrono::seconds heuristic_freshness{86'400};
   /// When set, an origin-form `GET /metrics` addressed to the proxy itself is answered 200 with
   /// this function's result as `text/plain; version=0.0.4` (Prometheus text format). Called on
@@ -150,7 +150,7 @@ bool serve_request(ClientConnection& connection, Cache& cache, const ProxyOption
 /// scheme other than http, 503 too many tunnels (options.max_tunnels), 505 an HTTP version other
 /// than 1.x, 502 origin unreachable or malformed, 504 origin timeout. A response is stored only
 /// when it is complete, status 200, answers a GET without a body, fits max_object_bytes() and
-/// RFC 9111 allows it (cache_policy.h). A stored response is served only while fresh, with an
+/// RFC 9111 allows it (http_cache_rules.h). A stored response is served only while fresh, with an
 /// Age field; a stale one with a validator is revalidated, and a 304 serves it as a HIT.
 /// Bodies are streamed, never held whole unless they may be stored (request bodies: the first
 /// kCheckedRequestBodyBytes are).

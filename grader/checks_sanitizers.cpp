@@ -3,11 +3,14 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <fstream>
 #include <sstream>
 #include <thread>
 
 #include "check_support.h"
+#include "evidence.h"
 #include "origin_server.h"
 #include "support.h"
 
@@ -36,7 +39,10 @@ std::vector<TsanReport> tsan_reports(const std::string& log) {
     if (start == std::string::npos || at - start > 40) start = at;
     std::size_t end = log.find("==================", at);
     end = end == std::string::npos ? log.size() : end + 18;
-    std::size_t kind_end = log.find_first_of(" \n(", at + marker.size());
+    // "data race (pid=12)", "lock-order-inversion (potential deadlock) (pid=12)": the kind is
+    // all of it before the pid, spaces included.
+    const std::size_t line_end = std::min(log.find('\n', at), log.size());
+    std::size_t kind_end = std::min(log.find(" (pid=", at), line_end);
     std::string kind = log.substr(at + marker.size(), kind_end - at - marker.size());
     if (log.compare(at + marker.size(), 20, "lock-order-inversion") == 0) {
       kind = "lock-order-inversion";
@@ -60,6 +66,12 @@ struct StressRun {
   long errors_before_stop = 0;  ///< failed before SIGTERM (after it, refusals are expected)
   std::string log;           ///< the stage's stderr
   std::string valgrind_log;  ///< memcheck's log, under Valgrind
+  std::string log_path;       ///< where the full stderr is kept
+  std::string valgrind_path;  ///< where memcheck's full log is kept ("" without Valgrind)
+  std::string stacks_path;    ///< where gdb's full stacks are kept, when hung
+  /// The load made no progress: it hung, or not one response completed. Races, memory and the
+  /// TSan part of deadlock have no evidence then and give no points.
+  [[nodiscard]] bool served_nothing() const { return hung || completed == 0; }
 };
 
 /// Concurrent clients send a mix of hits, misses, delayed misses and objects that evict each
@@ -133,7 +145,10 @@ StressRun stress(const StageInfo& stage, const std::string& build, const json& p
   auto hang = [&](const std::string& when) {
     run.hung = true;
     run.hang_when = when;
-    run.stacks = thread_stacks(proxy.process->pid(), ctx.gdb);
+    const std::string stacks = thread_stacks(proxy.process->pid(), ctx.gdb);
+    run.stacks_path = ctx.work_dir + "/" + tag + ".stacks";
+    std::ofstream(run.stacks_path) << stacks;
+    run.stacks = condense_gdb_stacks(stacks);
   };
   auto since_progress = [&] {
     Clock::time_point last{Clock::duration(last_progress.load())};
@@ -214,6 +229,8 @@ StressRun stress(const StageInfo& stage, const std::string& build, const json& p
   run.completed = completed.load();
   run.errors = errors.load();
   run.log = proxy.log();
+  run.log_path = proxy.stderr_path;
+  run.valgrind_path = proxy.valgrind_log;
   if (!proxy.valgrind_log.empty()) run.valgrind_log = slurp(proxy.valgrind_log);
   return run;
 }
@@ -233,6 +250,7 @@ std::string run_header(const StressRun& run, int index) {
 /// summary, and open descriptors at exit.
 std::string valgrind_findings(const std::string& log, bool& clean) {
   clean = true;
+  int shown = 0;
   std::string out;
   std::stringstream in(log);
   std::vector<std::string> lines;
@@ -258,11 +276,14 @@ std::string valgrind_findings(const std::string& log, bool& clean) {
     }
     if (!error) continue;
     clean = false;
-    for (std::size_t j = i; j < lines.size() && !(j > i && lines[j].empty()); ++j) {
+    // The first few errors, each with the top of its stack: the rest are in the full log.
+    if (++shown > 3) continue;
+    for (std::size_t j = i; j < lines.size() && j < i + 12 && !(j > i && lines[j].empty()); ++j) {
       out += lines[j] + "\n";
     }
     out += "\n";
   }
+  if (shown > 3) out += "(" + std::to_string(shown - 3) + " more errors in the full log)\n";
   for (const std::string& line : lines) {
     if (line.find("definitely lost:") != std::string::npos ||
         line.find("ERROR SUMMARY") != std::string::npos ||
@@ -275,21 +296,37 @@ std::string valgrind_findings(const std::string& log, bool& clean) {
 
 }  // namespace
 
+/// The line a check that needs the load to progress gives instead of points when it did not.
+std::string served_nothing_text(const StressRun& run) {
+  return "\nNO POINTS: the stage served nothing under load — see the deadlock check (" +
+         (run.hung ? "it HUNG " + run.hang_when
+                   : std::to_string(run.completed) + " responses completed") +
+         "). Without a load that makes progress this check has no evidence to judge.\n";
+}
+
 RunOutcome check_races(const CheckSpec& spec, const StageInfo& stage, const CheckContext& ctx,
                        int index) {
   StressRun run = stress(stage, "tsan", spec.params, ctx, "races-" + std::to_string(index));
   std::string out = run_header(run, index);
-  bool ok = true;
-  for (const TsanReport& report : tsan_reports(run.log)) {
-    if (report.kind == "lock-order-inversion") continue;  // the deadlock check's evidence
+  bool ok = !run.served_nothing();
+  if (!ok) out += served_nothing_text(run);
+  std::vector<TsanReport> reports = tsan_reports(run.log);
+  std::erase_if(reports, [](const TsanReport& r) { return r.kind == "lock-order-inversion"; });
+  if (!reports.empty()) {
     ok = false;
-    out += "\nThreadSanitizer found a " + report.kind + ":\n" + report.text + "\n";
+    // The first report is the one to fix first; the others often follow from it.
+    out += "\nThreadSanitizer found a " + reports[0].kind + " (its stacks cut to your code):\n" +
+           student_frames(reports[0].text);
+    if (reports.size() > 1) {
+      out += "(" + std::to_string(reports.size() - 1) + " more ThreadSanitizer reports)\n";
+    }
   }
   if (run.died_early || (!run.hung && run.status.signal != 0)) {
     ok = false;
-    out += "\nThe stage crashed under load. Its stderr:\n" + tail(run.log, 6000);
+    out += "\nThe stage crashed under load. The end of its stderr:\n" + tail(run.log, 1500);
   }
   if (ok) out += "  no ThreadSanitizer report\n";
+  out += "  full log: " + run.log_path + "\n";
   return {ok, out, {}};
 }
 
@@ -301,19 +338,25 @@ RunOutcome check_deadlock(const CheckSpec& spec, const StageInfo& stage,
   if (run.hung) {
     ok = false;
     out += "\nThe watchdog found a hang (" + run.hang_when +
-           "). Every thread's stack, from gdb, before the process was killed:\n" + run.stacks;
+           "). Every thread's stack, from gdb, before the process was killed (your frames with "
+           "file:line; full stacks: " + run.stacks_path + "):\n" + run.stacks;
+  } else if (run.completed == 0 && !run.died_early) {
+    ok = false;
+    out += "\nNot one response completed under load, so no lock order was exercised.\n";
   }
   for (const TsanReport& report : tsan_reports(run.log)) {
     if (report.kind != "lock-order-inversion") continue;
     ok = false;
     out += "\nThreadSanitizer found two locks taken in opposite orders (a deadlock waiting to "
-           "happen):\n" + report.text + "\n";
+           "happen; stacks cut to your code):\n" + student_frames(report.text) + "\n";
+    break;  // the first one; the full log has the rest
   }
   if (run.died_early) {
     ok = false;
-    out += "\nThe stage died under load. Its stderr:\n" + tail(run.log, 6000);
+    out += "\nThe stage died under load. The end of its stderr:\n" + tail(run.log, 1500);
   }
   if (ok) out += "  responses kept completing, it stopped on SIGTERM, no lock-order inversion\n";
+  out += "  full log: " + run.log_path + "\n";
   return {ok, out, {}};
 }
 
@@ -323,11 +366,13 @@ RunOutcome check_memory(const CheckSpec& spec, const StageInfo& stage, const Che
   std::string out = run_header(run, index);
   bool clean = true;
   std::string findings = valgrind_findings(run.valgrind_log, clean);
-  bool ok = clean && !run.hung && !run.died_early && run.status.clean();
-  if (run.hung) out += "\nThe stage hung (" + run.hang_when + "); stacks:\n" + run.stacks;
-  if (!run.status.clean() && !run.hung) out += "\nNot a clean exit. Its stderr:\n" + tail(run.log, 4000);
-  out += "\nValgrind memcheck (invalid accesses, definitely lost bytes, descriptors open at "
-         "exit):\n" + findings;
+  bool ok = clean && !run.served_nothing() && !run.died_early && run.status.clean();
+  if (run.served_nothing()) out += served_nothing_text(run);
+  if (!run.status.clean() && !run.hung) {
+    out += "\nNot a clean exit. The end of its stderr:\n" + tail(run.log, 1500);
+  }
+  out += "\nValgrind memcheck (the first errors, definitely lost bytes, descriptors open at "
+         "exit; full log: " + run.valgrind_path + "):\n" + findings;
   return {ok, out, {}};
 }
 

@@ -56,9 +56,28 @@ RunOutcome measure_throughput(const CheckSpec&, const StageInfo& stage, const Ch
       }
     }
   }
+  // A floor every load must reach whether or not another stage is graded beside it: a stage
+  // that answers nothing (a hung pool) must not pass because it had nothing to compare with.
+  const double floor = t.value("floor_rps", 10.0);
+  bool ok = true;
+  for (const auto& [key, rate] : data.items()) {
+    if (rate.get<double>() >= floor) continue;
+    ok = false;
+    char line[300];
+    std::snprintf(line, sizeof line,
+                  "  [FAIL] %s: %.0f req/s answered, under the floor of %.0f req/s every stage "
+                  "must reach%s\n",
+                  key.c_str(), rate.get<double>(), floor,
+                  rate.get<double>() == 0 ? " (the stage served nothing under this load — see "
+                                            "the deadlock check)"
+                                          : "");
+    out += line;
+  }
   harness::ExitStatus s = proxy.process->stop(10s);
-  bool ok = s.clean();
-  if (!ok) out += "the stage " + exit_text(s) + " after the load\n";
+  if (!s.clean()) {
+    ok = false;
+    out += "the stage " + exit_text(s) + " after the load\n";
+  }
   return {ok, out, data};
 }
 

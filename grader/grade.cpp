@@ -156,7 +156,7 @@ std::vector<CheckResult> grade_stages(const std::vector<CheckSpec>& checks,
       auto v = verdicts.find(stage);
       if (v == verdicts.end()) continue;
       r.output += v->second.output.empty()
-                      ? "  (no ratio threshold names this stage: measured for comparison only)\n"
+                      ? "  (no ratio threshold names this stage in this run: the floor alone applies)\n"
                       : "\nCompared with the other stages of this run:\n" + v->second.output;
       if (!v->second.passed) r.passed = false;
       r.score = r.passed ? r.max_score : 0;
@@ -177,7 +177,8 @@ int exit_status(const std::vector<CheckResult>& results, bool expect_full) {
 
 int grade_submission(const Session& session, const std::vector<CheckSpec>& checks) {
   const std::string& submission = session.submission;
-  const std::string& build_root = session.build_root;
+  // Stage mode's own folder: lab mode and the mutants configure other source trees.
+  const std::string build_root = session.build_root + "/stages";
   const std::string& out_dir = session.out_dir;
   const std::string& prebuilt = session.prebuilt;
   const std::string& stages_arg = session.stages_arg;

@@ -84,7 +84,9 @@ int grade_lab(const Session& session, int lab_number, const std::string& referen
               const std::string& manifest_path, const std::set<std::string>& only_checks) {
   const std::string& submission = session.submission;
   const std::string& out_dir = session.out_dir;
-  const std::string& build_root = session.build_root;
+  // A folder of its own per lab: CMake refuses a build folder configured from another source
+  // tree, and stage mode configures from the submission itself.
+  const std::string build_root = session.build_root + "/lab" + std::to_string(lab_number);
   const Rubric& rubric = session.rubric;
   const int jobs = session.jobs;
   const auto start = session.start;

@@ -5,8 +5,11 @@
 // mutants.cpp, the builds build.cpp, the checks checks*.cpp. See grader/README.md.
 #include <CLI/CLI.hpp>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <thread>
@@ -54,8 +57,9 @@ void add_options(CLI::App& app, Args& a) {
   app.add_option("--out", a.out_dir, "Where report.md, results.json, junit.xml and logs go")
       ->capture_default_str();
   app.add_option("--build-dir", a.build_root,
-                 "Out-of-tree builds of the submission (default OUT/build/NAME-HASH, one per "
-                 "submission path)");
+                 "Out-of-tree builds of the submission, with stages/, labN/ and mutants/ inside "
+                 "(default $XDG_CACHE_HOME or ~/.cache, /proxy-grader/NAME-HASH: one per "
+                 "submission path, outside the submission)");
   app.add_option("--prebuilt", a.prebuilt,
                  "Grade the stage binaries in this directory instead of building (every check "
                  "uses them as they are: no TSan unless they were built with it)");
@@ -70,6 +74,18 @@ void add_options(CLI::App& app, Args& a) {
   app.add_flag("--quick", a.quick, "One repeat per check and shorter loads (the QUICK=1 budget)");
   app.add_flag("--expect-full-marks", a.expect_full,
                "Exit 1 unless every check passed or failed as the rubric expects (self-tests)");
+}
+
+/// Where builds go by default: outside any submission, so that grading leaves no build folders
+/// (hundreds of MB) in a student's tree. $XDG_CACHE_HOME or ~/.cache, else /tmp.
+std::string default_build_parent() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
+    return std::string(xdg) + "/proxy-grader";
+  }
+  if (const char* home = std::getenv("HOME"); home && *home) {
+    return std::string(home) + "/.cache/proxy-grader";
+  }
+  return "/tmp/proxy-grader-" + std::to_string(::getuid());
 }
 
 }  // namespace
@@ -99,10 +115,16 @@ int main(int argc, char** argv) {
   fs::create_directories(args.out_dir);
   session.out_dir = fs::canonical(args.out_dir).string();
   // One build folder per submission: CMake refuses a build folder configured from another
-  // source tree, so a shared one would fail every submission graded after the first.
-  session.build_root = args.build_root.empty()
-                           ? session.out_dir + "/build/" + grader::build_folder_name(session.submission)
-                           : args.build_root;
+  // source tree, so a shared one would fail every submission graded after the first. Inside
+  // it, each mode has its own (stages/, labN/, mutants/).
+  session.build_root = args.build_root.empty() ? default_build_parent() + "/" +
+                                                     grader::build_folder_name(session.submission)
+                                               : args.build_root;
+  if (args.prebuilt.empty() && !args.mutants_apply) {
+    std::fprintf(stderr, "[grade] builds in %s (outside the submission; delete it to reclaim the "
+                         "space), reports and logs in %s\n",
+                 session.build_root.c_str(), session.out_dir.c_str());
+  }
   session.prebuilt = args.prebuilt;
   session.stages_arg = args.stages;
   session.jobs = args.jobs;

@@ -94,7 +94,7 @@ int grade_mutants(const Session& session, const std::set<std::string>& wanted) {
   const CheckContext& ctx = session.ctx;
   const int jobs = session.jobs;
   const auto start = session.start;
-  const fs::path tree = fs::path(out_dir) / "mutants" / "src";
+  const fs::path tree = fs::path(session.build_root) / "mutants" / "src";
   copy_tree(submission, tree);  // also undoes whatever mutant a previous run left planted
   std::vector<std::string> previous;
   std::string table = "| mutant | check meant to catch it | caught |\n| --- | --- | --- |\n";
@@ -129,10 +129,10 @@ int grade_mutants(const Session& session, const std::set<std::string>& wanted) {
       std::cerr << "grader: the submission has no stage 3 to plant bugs in\n";
       return 2;
     }
-    build_submission(tree.string(), (fs::path(out_dir) / "mutants" / "build" / spec_it->build).string(),
+    build_submission(tree.string(), (fs::path(session.build_root) / "mutants" / spec_it->build).string(),
                      spec_it->build, stages, jobs);
     if (stages[0].binaries.count("release") == 0 && spec_it->build != "release") {
-      build_submission(tree.string(), (fs::path(out_dir) / "mutants" / "build" / "release").string(),
+      build_submission(tree.string(), (fs::path(session.build_root) / "mutants" / "release").string(),
                        "release", stages, jobs);
     }
     auto bin = stages[0].binaries.begin();

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "cache_policy.h"
+#include "http_cache_rules.h"
 #include "hardening_support.h"
 #include "stage_fixture.h"
 

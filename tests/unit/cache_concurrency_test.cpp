@@ -1,4 +1,4 @@
-// The thread-safe caches under threads (common/locked_cache.h, concurrent_sieve_cache.h,
+// The thread-safe caches under threads (common/cache/locked_cache.h, concurrent_sieve_cache.h,
 // sharded_cache.h): a bounded stress test whose invariants are checked once the threads are
 // joined, and the relay scenario the shared_ptr entries exist for. Run under ThreadSanitizer
 // (`make tsan`) these are also race tests.

@@ -1,4 +1,4 @@
-// Every cache policy and wrapper through the Cache interface (common/cache.h): the contract they
+// Every cache policy and wrapper through the Cache interface (common/cache/cache.h): the contract they
 // share is one set of typed tests; what tells them apart (LRU recency, LFU frequency, SIEVE's
 // hand and visited bits) has tests of its own. Single-threaded; the threaded tests are in
 // cache_concurrency_test.cpp.

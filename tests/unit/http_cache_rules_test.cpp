@@ -1,4 +1,4 @@
-// RFC 9111's rules as common/cache_policy.h implements them: dates, Cache-Control, freshness,
+// RFC 9111's rules as common/http_cache_rules.h implements them: dates, Cache-Control, freshness,
 // age, the store decision, the use decision, Vary, conditional requests and 304 updates. Pure
 // functions on parsed heads and explicit times, so no test needs a clock or a socket.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "cache_policy.h"
+#include "http_cache_rules.h"
 
 namespace proxy {
 namespace {

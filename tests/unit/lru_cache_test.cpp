@@ -1,4 +1,4 @@
-// LruCache (common/lru_cache.h) through the Cache interface (common/cache.h): eviction order,
+// LruCache (common/cache/lru_cache.h) through the Cache interface (common/cache/cache.h): eviction order,
 // byte accounting, size limits and counters.
 #include "lru_cache.h"
 

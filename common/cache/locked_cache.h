@@ -47,19 +47,19 @@ class alignas(kCacheLineBytes) LockedCache final : public Cache {
   // LAB(2) STUB
   // std::shared_ptr<const CachedResponse> find(std::string_view key) override {
   //   (void)key;
-  //   proxy::todo_student("TODO(student) lab 2: LockedCache::find (common/locked_cache.h)");
+  //   proxy::todo_student("TODO(student) lab 2: LockedCache::find (common/cache/locked_cache.h)");
   // }
   // bool insert(std::string_view key, std::shared_ptr<const CachedResponse> response) override {
   //   (void)key;
   //   (void)response;
-  //   proxy::todo_student("TODO(student) lab 2: LockedCache::insert (common/locked_cache.h)");
+  //   proxy::todo_student("TODO(student) lab 2: LockedCache::insert (common/cache/locked_cache.h)");
   // }
   // void erase(std::string_view key) override {
   //   (void)key;
-  //   proxy::todo_student("TODO(student) lab 2: LockedCache::erase (common/locked_cache.h)");
+  //   proxy::todo_student("TODO(student) lab 2: LockedCache::erase (common/cache/locked_cache.h)");
   // }
   // [[nodiscard]] CacheStats stats() const override {
-  //   proxy::todo_student("TODO(student) lab 2: LockedCache::stats (common/locked_cache.h)");
+  //   proxy::todo_student("TODO(student) lab 2: LockedCache::stats (common/cache/locked_cache.h)");
   // }
   // LAB(2) END
   // Limits never change after construction, so they need no lock.

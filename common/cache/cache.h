@@ -21,7 +21,7 @@ struct VaryField {
 };
 
 /// When a stored response arrived and how long it stays fresh, in whole seconds (RFC 9111
-/// §4.2). Filled in by cache_policy.h (make_freshness) when the proxy stores a response; the
+/// §4.2). Filled in by http_cache_rules.h (make_freshness) when the proxy stores a response; the
 /// zero default means stale on arrival and never revalidated, i.e. never served.
 struct Freshness {
   std::int64_t response_time = 0;          ///< Unix seconds when the response head arrived

@@ -23,7 +23,7 @@ std::shared_ptr<const CachedResponse> LruCache::find(std::string_view key) {
   return it->second->response;
   // LAB(1) STUB
   // (void)key;
-  // proxy::todo_student("TODO(student) lab 1: LruCache::find (common/lru_cache.cpp)");
+  // proxy::todo_student("TODO(student) lab 1: LruCache::find (common/cache/lru_cache.cpp)");
   // LAB(1) END
 }
 
@@ -46,7 +46,7 @@ bool LruCache::insert(std::string_view key, std::shared_ptr<const CachedResponse
   // LAB(1) STUB
   // (void)key;
   // (void)response;
-  // proxy::todo_student("TODO(student) lab 1: LruCache::insert (common/lru_cache.cpp)");
+  // proxy::todo_student("TODO(student) lab 1: LruCache::insert (common/cache/lru_cache.cpp)");
   // LAB(1) END
 }
 
@@ -55,7 +55,7 @@ void LruCache::erase(std::string_view key) {
   if (auto it = index_.find(key); it != index_.end()) remove(it->second);
   // LAB(1) STUB
   // (void)key;
-  // proxy::todo_student("TODO(student) lab 1: LruCache::erase (common/lru_cache.cpp)");
+  // proxy::todo_student("TODO(student) lab 1: LruCache::erase (common/cache/lru_cache.cpp)");
   // LAB(1) END
 }
 
@@ -67,7 +67,7 @@ void LruCache::remove(Recency::iterator it) {
   recency_.erase(it);
   // LAB(1) STUB
   // (void)it;
-  // proxy::todo_student("TODO(student) lab 1: LruCache::remove (common/lru_cache.cpp)");
+  // proxy::todo_student("TODO(student) lab 1: LruCache::remove (common/cache/lru_cache.cpp)");
   // LAB(1) END
 }
 

@@ -1,5 +1,5 @@
-// RFC 9111's rules for a shared cache; see cache_policy.h for the subset and the choices.
-#include "cache_policy.h"
+// RFC 9111's rules for a shared cache; see http_cache_rules.h for the subset and the choices.
+#include "http_cache_rules.h"
 
 #include <algorithm>
 #include <array>
