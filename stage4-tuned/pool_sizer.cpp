@@ -73,9 +73,11 @@ std::size_t PoolSizer::next(std::size_t current, const PoolSample& sample) {
     return size_;
   }
 
-  const bool saturated = static_cast<double>(sample.busy_now) >= workers;
+  // More work in the system than workers: requests wait for want of one. A request waiting
+  // while workers sit idle is a scheduling delay (a CPU-starved machine), which more threads
+  // would only make worse.
   const bool waiting = sample.queued > 0 &&
-                       (saturated || sample.oldest_wait >= options_.wait_pressure);
+                       static_cast<double>(sample.busy_now + sample.queued) > workers;
   const bool pressure = sample.shed > 0 || waiting ||
                         demand_ >= options_.target_utilization * workers;
   if (pressure) {

@@ -1,6 +1,6 @@
 // PoolSizer: `--workers auto`. Sizes the worker pool from what the proxy observes, by Little's
 // law (L = λ·W: the workers needed equal throughput times time per request). Two rules:
-//   - pressure: every worker busy and requests waiting, or demand near the pool's size, grows
+//   - pressure: more work (busy + queued) than workers, or demand near the pool's size, grows
 //     the pool at once to the work in the system now (busy + queued) — counted from workers busy
 //     *now*, so requests stuck on a silent origin count although none completes;
 //   - a downstream bottleneck (the origin's capacity, or the cores) shows as a latency gradient:
@@ -35,9 +35,6 @@ struct PoolSizerOptions {
   /// Target utilization: size the pool so that Little's-law demand fills this share of it,
   /// leaving headroom for bursts (0 < target <= 1).
   double target_utilization = 0.75;
-  /// A queued request that has waited this long is pressure even when not every worker is busy
-  /// (seconds).
-  double wait_pressure = 0.002;
   /// Downstream bottleneck: mean latency above `latency_rise` × the unloaded latency, with
   /// throughput no longer rising, caps the pool at latency_rise × λ × W₀ workers.
   double latency_rise = 2.0;
