@@ -4,7 +4,6 @@
 #include <netinet/in.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <stdexcept>
 
@@ -140,18 +139,9 @@ void reply_forbidden(Socket client, ProxyStats& stats) noexcept {
     log_line("403: refused a client not in --allow");
   }
   if (client.write_all(kForbidden, kWriteTimeout).status != IoStatus::ok) return;
-  client.shutdown_write();
   // The request may still be arriving: read until the client closes (it has its answer) or a
   // second passes, so our close never turns into a reset that destroys the 403.
-  std::array<char, 4096> sink{};
-  const auto deadline = std::chrono::steady_clock::now() + kWriteTimeout;
-  for (std::size_t drained = 0; drained < kMaxDrainBytes;) {
-    auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
-    if (left <= Millis{0}) break;
-    IoResult got = client.read_some(sink, left);
-    if (got.status != IoStatus::ok) break;
-    drained += got.bytes;
-  }
+  client.drain_and_close(kWriteTimeout, kMaxDrainBytes);
 }
 
 }  // namespace proxy

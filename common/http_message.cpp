@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <stdexcept>
+#include <utility>
 
 #include "lab_stub.h"
 
@@ -283,6 +284,30 @@ bool field_has_token(const HeaderFields& fields, std::string_view name, std::str
 std::size_t count_fields(const HeaderFields& fields, std::string_view name) noexcept {
   return static_cast<std::size_t>(std::count_if(
       fields.begin(), fields.end(), [&](const HeaderField& field) { return iequals(field.name, name); }));
+}
+
+std::string_view reason_phrase(int status) noexcept {
+  static constexpr std::pair<int, std::string_view> kPhrases[] = {
+      {100, "Continue"},           {101, "Switching Protocols"},
+      {200, "OK"},                 {201, "Created"},
+      {202, "Accepted"},           {204, "No Content"},
+      {206, "Partial Content"},    {301, "Moved Permanently"},
+      {302, "Found"},              {303, "See Other"},
+      {304, "Not Modified"},       {307, "Temporary Redirect"},
+      {308, "Permanent Redirect"}, {400, "Bad Request"},
+      {401, "Unauthorized"},       {403, "Forbidden"},
+      {404, "Not Found"},          {405, "Method Not Allowed"},
+      {408, "Request Timeout"},    {410, "Gone"},
+      {413, "Content Too Large"},  {414, "URI Too Long"},
+      {429, "Too Many Requests"},  {431, "Request Header Fields Too Large"},
+      {500, "Internal Server Error"}, {501, "Not Implemented"},
+      {502, "Bad Gateway"},        {503, "Service Unavailable"},
+      {504, "Gateway Timeout"},    {505, "HTTP Version Not Supported"},
+  };
+  for (const auto& [code, phrase] : kPhrases) {
+    if (code == status) return phrase;
+  }
+  return "Status";
 }
 
 }  // namespace proxy

@@ -73,6 +73,10 @@ struct ResponseParseResult {
 ResponseParseResult parse_response_head(std::string_view buffer, ResponseHead& out,
                                         std::size_t max_head_bytes = 64 * 1024);
 
+/// The reason phrase of a status code (RFC 9110 §15), e.g. "Not Found" for 404; "Status" for a
+/// code this table does not know. Shared by the proxy's own replies and the harness origin.
+std::string_view reason_phrase(int status) noexcept;
+
 /// ASCII case-insensitive equality, as field names and schemes compare (RFC 9110 §5.1).
 bool iequals(std::string_view a, std::string_view b) noexcept;
 

@@ -1,6 +1,5 @@
 #include "overload.h"
 
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -71,15 +70,8 @@ void reply_overloaded(Socket client, ProxyStats& stats, std::string_view reason,
     }
   }
   if (client.write_all(kResponse, kWriteTimeout).status != IoStatus::ok) return;
-  client.shutdown_write();
-  // Closing with unread input makes the kernel answer with a reset, which may destroy the 503
-  // before the client reads it: take what has already arrived, without waiting for more.
-  std::array<char, 4096> sink{};
-  for (std::size_t drained = 0; drained < kMaxDrainBytes;) {
-    IoResult got = client.read_some(sink, Millis{0});
-    if (got.status != IoStatus::ok) break;
-    drained += got.bytes;
-  }
-}  // `client` closes here
+  // Take the request bytes that already arrived, without waiting for more (drain_and_close).
+  client.drain_and_close(Millis{0}, kMaxDrainBytes);
+}
 
 }  // namespace proxy

@@ -12,8 +12,8 @@
 #include <iostream>
 #include <stdexcept>
 
-#include "log.h"
 #include "cache_factory.h"
+#include "log.h"
 
 namespace proxy {
 
@@ -108,7 +108,23 @@ Server::Server(const ServerConfig& config, std::unique_ptr<Cache> cache)
   for (const std::string& range : config.allow) allow_.add(range);
 }
 
-std::optional<Socket> Server::accept() { return accept_client(listener_, shutdown_.stop_fd()); }
+std::optional<Socket> Server::accept() {
+  try {
+    return accept_client(listener_, shutdown_.stop_fd());
+  } catch (const std::exception& e) {
+    // The listener itself is broken: no client will come. The stage winds down as after a
+    // stop, and finish() reports the failure.
+    log_line(std::string("error: ") + e.what());
+    listener_failed_ = true;
+    return std::nullopt;
+  }
+}
+
+bool Server::admit(Socket& client) {
+  if (admits(client)) return true;
+  reply_forbidden(std::move(client), stats_);
+  return false;
+}
 
 std::optional<Socket> Server::try_accept(bool& exhausted) {
   exhausted = false;
@@ -135,20 +151,14 @@ std::optional<Socket> Server::try_accept(bool& exhausted) {
     Socket client(fd);
     // --allow is judged at accept, before a byte of the request is read (an open proxy is an
     // open relay). The 403 is a few bytes into an empty send buffer.
-    if (!admits(client)) {
-      reply_forbidden(std::move(client), stats_);
-      continue;
-    }
+    if (!admit(client)) continue;
     set_int_option(client, IPPROTO_TCP, TCP_NODELAY, 1);
     return client;
   }
 }
 
 void Server::serve(Socket client) {
-  if (!admits(client)) {
-    reply_forbidden(std::move(client), stats_);
-    return;
-  }
+  if (!admit(client)) return;
   try {
     serve_connection(std::move(client), *cache_, config_.proxy, stats_);
   } catch (const std::exception& e) {
@@ -156,6 +166,24 @@ void Server::serve(Socket client) {
     // stack unwound; the worker (stage 1: the accept loop) lives on to serve the next one.
     log_line(std::string("transaction failed, connection closed: ") + e.what());
   }
+}
+
+bool Server::serve_request(ClientConnection& connection) {
+  try {
+    return proxy::serve_request(connection, *cache_, config_.proxy, stats_);
+  } catch (const std::exception& e) {
+    static_cast<void>(connection.release());  // closes it: the request's state is lost
+    log_line(std::string("transaction failed, connection closed: ") + e.what());
+    return false;
+  }
+}
+
+int Server::finish(const std::string& extra_stats) {
+  if (listener_failed_) return 1;
+  std::string line = stats_line();
+  if (!extra_stats.empty()) line += " " + extra_stats;
+  std::cout << line << std::endl;
+  return 0;
 }
 
 std::string Server::stats_line() const {
@@ -168,37 +196,48 @@ std::string Server::stats_line() const {
          " tunnels=" + std::to_string(stats_.tunnels.load());
 }
 
-int run_stage(int argc, char** argv, const StageDefinition& stage) {
+StageStart start_stage(int argc, char** argv, const StageDefinition& stage) {
   ServerConfig config;
   CLI::App app{stage.description, stage.name};
   add_server_options(app, config);
   if (stage.add_options) stage.add_options(app);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return {nullptr, app.exit(e)};  // --help prints and is 0; a bad flag names itself
+  }
   set_log_prefix(stage.name);
   config.proxy.via_name = stage.name;
-
   try {
     std::unique_ptr<Cache> cache =
         make_cache(config.cache_policy, config.cache_bytes, config.max_object_bytes);
     if (stage.wrap_cache) cache = stage.wrap_cache(std::move(cache));
     if (stage.build_cache) cache = stage.build_cache(config);
-    Server server(config, std::move(cache));
+    auto server = std::make_unique<Server>(config, std::move(cache));
     if (!is_loopback_bind(config.bind)) {
       log_line("warning: listening on " + config.bind +
                " — anyone who can reach it can use this proxy as an open relay" +
                (config.allow.empty() ? std::string("; --allow CIDR limits who may")
                                      : std::string("; --allow limits who is served")));
     }
-    std::cout << "listening on " << server.address() << std::endl;  // endl flushes: tests wait
-    stage.run(server);
-    std::string line = server.stats_line();
-    if (stage.extra_stats) line += " " + stage.extra_stats();
-    std::cout << line << std::endl;
-    return 0;
+    std::cout << "listening on " << server->address() << std::endl;  // endl flushes: tests wait
+    return {std::move(server), 0};
+  } catch (const std::exception& e) {
+    log_line(std::string("error: ") + e.what());
+    return {nullptr, 1};
+  }
+}
+
+int run_stage(int argc, char** argv, const StageDefinition& stage) {
+  StageStart start = start_stage(argc, argv, stage);
+  if (!start.server) return start.exit_code;
+  try {
+    stage.run(*start.server);
   } catch (const std::exception& e) {
     log_line(std::string("error: ") + e.what());
     return 1;
   }
+  return start.server->finish(stage.extra_stats ? stage.extra_stats() : std::string());
 }
 
 bool is_loopback_bind(const std::string& address) {

@@ -6,10 +6,12 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -277,6 +279,27 @@ IoResult Socket::write_all(std::string_view data, Millis timeout) const {
 
 void Socket::shutdown_write() const noexcept {
   if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);
+}
+
+std::size_t Socket::unread_bytes() const noexcept {
+  int unread = 0;
+  if (fd_ < 0 || ::ioctl(fd_, FIONREAD, &unread) != 0 || unread < 0) return 0;
+  return static_cast<std::size_t>(unread);
+}
+
+void Socket::drain_and_close(Millis wait, std::size_t max_bytes) noexcept {
+  shutdown_write();
+  std::array<char, 4096> sink{};
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  for (std::size_t drained = 0; drained < max_bytes;) {
+    const auto left =
+        std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+    if (wait > Millis{0} && left <= Millis{0}) break;
+    IoResult got = read_some(sink, std::max(left, Millis{0}));
+    if (got.status != IoStatus::ok) break;
+    drained += got.bytes;
+  }
+  close();
 }
 
 Socket listen_tcp(const std::string& host, std::uint16_t port, int backlog) {

@@ -61,6 +61,14 @@ class Socket {
   IoResult write_all(std::string_view data, Millis timeout) const;
   /// Half-closes the sending side (shutdown SHUT_WR); the peer sees end of stream.
   void shutdown_write() const noexcept;
+  /// Bytes that arrived and were not read yet (FIONREAD); 0 when unknown.
+  [[nodiscard]] std::size_t unread_bytes() const noexcept;
+  /// Closes after our last reply without letting the close destroy it: closing with unread
+  /// input makes the kernel send a reset, which can discard a response the peer has not read
+  /// yet. So: half-close, then read and discard what the peer sends until it closes, nothing
+  /// arrives within `wait` (after `wait` has passed, when it is not 0), or `max_bytes` were
+  /// read; then close. `wait` 0 takes only what has already arrived. Never throws.
+  void drain_and_close(Millis wait, std::size_t max_bytes = SIZE_MAX) noexcept;
 
  private:
   int fd_ = -1;

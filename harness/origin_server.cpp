@@ -1,3 +1,5 @@
+// The scripted origin's connection loop: epoll loops that accept, parse requests, carry out the
+// Plan a route made (origin_routes.cpp) — delay, capacity slot, reply — and write the replies.
 #include "origin_server.h"
 
 #include <netinet/in.h>
@@ -28,6 +30,7 @@
 #include "body_reader.h"
 #include "http_message.h"
 #include "log.h"
+#include "origin_routes.h"
 #include "uri.h"
 
 namespace harness {
@@ -50,387 +53,16 @@ constexpr std::size_t kInlineBody = std::size_t{16} * 1024;
 // unread pipelined bytes do not turn our FIN into a RST that could destroy the response.
 constexpr auto kLingerTime = 2s;
 constexpr auto kAcceptRetry = 100ms;
-constexpr std::uint64_t kMaxDelayMs = 3'600'000;
-constexpr std::uint64_t kMaxBodyBytes = std::uint64_t{1} << 40;
 constexpr std::uint64_t kListenerId = 0;  // epoll/timer ids below kFirstConnectionId
 constexpr std::uint64_t kWakeId = 1;
 constexpr std::uint64_t kFirstConnectionId = 2;
 constexpr std::string_view kTrailerName = "X-Origin-Trailer";
-constexpr std::string_view kLastModified = "Thu, 01 Jan 2015 00:00:00 GMT";
 
 // One period of the pattern repeated past kWritePiece, so any piece of any body is a single
 // contiguous slice starting at (offset % 256): large bodies are sent without copying.
 const std::string& pattern() {
   static const std::string bytes = deterministic_bytes(kWritePiece + kPatternPeriod);
   return bytes;
-}
-
-std::optional<std::uint64_t> parse_number(std::string_view text, std::uint64_t max) {
-  std::uint64_t value = 0;
-  if (text.empty() || text.size() > 19) return std::nullopt;
-  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size() || value > max) {
-    return std::nullopt;
-  }
-  return value;
-}
-
-// "/bytes/10" with prefix "/bytes/" gives "10"; nullopt when `path` does not start so.
-std::optional<std::string_view> after(std::string_view path, std::string_view prefix) {
-  if (!path.starts_with(prefix)) return std::nullopt;
-  return path.substr(prefix.size());
-}
-
-std::string_view reason_phrase(int status) {
-  switch (status) {
-    case 100:
-      return "Continue";
-    case 101:
-      return "Switching Protocols";
-    case 200:
-      return "OK";
-    case 201:
-      return "Created";
-    case 202:
-      return "Accepted";
-    case 204:
-      return "No Content";
-    case 206:
-      return "Partial Content";
-    case 301:
-      return "Moved Permanently";
-    case 302:
-      return "Found";
-    case 303:
-      return "See Other";
-    case 304:
-      return "Not Modified";
-    case 307:
-      return "Temporary Redirect";
-    case 308:
-      return "Permanent Redirect";
-    case 400:
-      return "Bad Request";
-    case 401:
-      return "Unauthorized";
-    case 403:
-      return "Forbidden";
-    case 404:
-      return "Not Found";
-    case 405:
-      return "Method Not Allowed";
-    case 408:
-      return "Request Timeout";
-    case 410:
-      return "Gone";
-    case 413:
-      return "Content Too Large";
-    case 414:
-      return "URI Too Long";
-    case 429:
-      return "Too Many Requests";
-    case 431:
-      return "Request Header Fields Too Large";
-    case 500:
-      return "Internal Server Error";
-    case 501:
-      return "Not Implemented";
-    case 502:
-      return "Bad Gateway";
-    case 503:
-      return "Service Unavailable";
-    case 504:
-      return "Gateway Timeout";
-    case 505:
-      return "HTTP Version Not Supported";
-    default:
-      return "Status";
-  }
-}
-
-// How a response's body is delimited on the wire.
-enum class Framing { content_length, chunked, close_delimited, none };
-// What happens to the connection once the response is written.
-enum class Ending { keep_alive, close, reset };
-
-// A response to write: a literal body, or `generated` deterministic bytes made as the socket
-// drains (never both).
-struct Reply {
-  int status = 200;
-  std::string content_type = "text/plain";
-  std::vector<std::pair<std::string, std::string>> fields;
-  std::string body;
-  std::uint64_t generated = 0;
-  Framing framing = Framing::content_length;
-  // Content-Length to promise when it differs from what is sent (/truncate, /reset).
-  std::optional<std::uint64_t> promised_length;
-  Ending ending = Ending::keep_alive;
-  // Methods (issue 9): raw interim responses (1xx) written before the final head.
-  std::string interim;
-};
-
-// What a request asks the origin to do, decided before any waiting starts.
-struct Plan {
-  std::uint64_t delay_ms = 0;
-  bool stall = false;
-  bool stats = false;  // /__stats: body filled in when the reply is made, never delayed
-  Reply reply;
-};
-
-// The parts of a request the routes look at.
-struct RequestView {
-  const proxy::Request& head;
-  std::string_view raw_fields;  // the header lines exactly as received
-  const std::string& body;
-};
-
-Reply text_reply(int status, std::string body) {
-  Reply reply;
-  reply.status = status;
-  reply.body = std::move(body);
-  return reply;
-}
-
-Reply bytes_reply(std::uint64_t n) {
-  Reply reply;
-  reply.content_type = "application/octet-stream";
-  reply.generated = n;
-  return reply;
-}
-
-std::string anything_json(const RequestView& request) {
-  nlohmann::ordered_json echo;
-  echo["method"] = request.head.method;
-  echo["target"] = request.head.target;
-  auto headers = nlohmann::ordered_json::array();
-  for (const auto& field : request.head.fields) headers.push_back({field.name, field.value});
-  echo["headers"] = std::move(headers);
-  echo["body"] = request.body;
-  echo["body_length"] = request.body.size();
-  // Bodies and obs-text header values need not be UTF-8; replace bad bytes with U+FFFD rather
-  // than fail, and report the exact length so tests can still check what arrived.
-  return echo.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
-}
-
-// ---- caching (issue 9): /respond, any response fields from the query string ----
-
-// "%3D" -> "=": the query's percent-escapes decoded ('+' stays a '+'). nullopt when malformed.
-std::optional<std::string> percent_decode(std::string_view text) {
-  std::string out;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '%') {
-      out += text[i];
-      continue;
-    }
-    unsigned value = 0;
-    if (i + 2 >= text.size()) return std::nullopt;
-    auto [end, error] = std::from_chars(text.data() + i + 1, text.data() + i + 3, value, 16);
-    if (error != std::errc() || end != text.data() + i + 3) return std::nullopt;
-    out += static_cast<char>(value);
-    i += 2;
-  }
-  return out;
-}
-
-// /respond?h=NAME:VALUE&h=...&status=CODE: a response with exactly those extra fields (values
-// percent-decoded, e.g. h=Cache-Control:max-age%3D60) and that status (default 200); the body
-// is the request's header lines, so a test sees which request a stored response came from. A
-// request whose If-None-Match equals the ETag given, or whose If-Modified-Since equals the
-// Last-Modified given, gets 304 with the same fields: a validator check in its simplest form.
-// `h304=NAME:VALUE` fields replace those of the same name on a 304 only (a refreshed header).
-std::optional<Plan> respond_route(const RequestView& request) {
-  const std::string_view target = request.head.target;
-  const auto question = target.find('?');
-  std::string_view query =
-      question == std::string_view::npos ? std::string_view() : target.substr(question + 1);
-  Plan plan;
-  plan.reply = text_reply(200, std::string(request.raw_fields));
-  std::vector<std::pair<std::string, std::string>> on_304;
-  while (!query.empty()) {
-    const auto amp = query.find('&');
-    const std::string_view pair = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-    const bool only_304 = pair.starts_with("h304=");
-    if (auto field = only_304 ? after(pair, "h304=") : after(pair, "h=")) {
-      std::optional<std::string> decoded = percent_decode(*field);
-      const auto colon = decoded ? decoded->find(':') : std::string::npos;
-      if (colon == std::string::npos || colon == 0) return std::nullopt;
-      const auto value = decoded->find_first_not_of(" \t", colon + 1);
-      (only_304 ? on_304 : plan.reply.fields)
-          .emplace_back(decoded->substr(0, colon),
-                        value == std::string::npos ? std::string() : decoded->substr(value));
-    } else if (auto code = after(pair, "status=")) {
-      auto status = parse_number(*code, 599);
-      if (!status || *status < 200) return std::nullopt;
-      plan.reply.status = static_cast<int>(*status);
-    }
-  }
-  for (const auto& [name, value] : plan.reply.fields) {
-    const char* condition = proxy::iequals(name, "ETag")            ? "If-None-Match"
-                            : proxy::iequals(name, "Last-Modified") ? "If-Modified-Since"
-                                                                    : nullptr;
-    if (condition == nullptr) continue;
-    if (auto asked = proxy::find_field(request.head.fields, condition); asked && *asked == value) {
-      plan.reply.status = 304;
-    }
-  }
-  if (plan.reply.status == 304) {
-    for (const auto& update : on_304) {
-      std::erase_if(plan.reply.fields,
-                    [&](const auto& f) { return proxy::iequals(f.first, update.first); });
-    }
-    plan.reply.fields.insert(plan.reply.fields.end(), on_304.begin(), on_304.end());
-  }
-  if (plan.reply.status == 304 || plan.reply.status == 204) {
-    plan.reply.body.clear();
-    plan.reply.framing = Framing::none;
-  }
-  return plan;
-}
-
-// Maps a path (no query) to a plan; nullopt when no route matches (404).
-std::optional<Plan> route(std::string_view path, const RequestView& request) {
-  Plan plan;
-  if (auto rest = after(path, "/delay/")) {
-    auto slash = rest->find('/');
-    auto ms = parse_number(rest->substr(0, slash), kMaxDelayMs);
-    if (!ms) return std::nullopt;
-    std::optional<Plan> inner;
-    if (slash != std::string_view::npos) inner = route(rest->substr(slash), request);
-    if (inner && !inner->stats) {
-      plan = std::move(*inner);
-    } else {
-      plan.reply = text_reply(200, "delayed " + std::to_string(*ms) + " ms\n");
-    }
-    plan.delay_ms = std::min(kMaxDelayMs, plan.delay_ms + *ms);
-    return plan;
-  }
-  if (auto n = after(path, "/bytes/")) {
-    auto count = parse_number(*n, kMaxBodyBytes);
-    if (!count) return std::nullopt;
-    plan.reply = bytes_reply(*count);
-    return plan;
-  }
-  if (auto n = after(path, "/stream-bytes/")) {
-    auto count = parse_number(*n, kMaxBodyBytes);
-    if (!count) return std::nullopt;
-    plan.reply = bytes_reply(*count);
-    plan.reply.framing = Framing::chunked;
-    return plan;
-  }
-  if (auto n = after(path, "/close/")) {
-    auto count = parse_number(*n, kMaxBodyBytes);
-    if (!count) return std::nullopt;
-    plan.reply = bytes_reply(*count);
-    plan.reply.framing = Framing::close_delimited;
-    plan.reply.ending = Ending::close;
-    return plan;
-  }
-  for (auto [prefix, ending] : {std::pair{std::string_view("/truncate/"), Ending::close},
-                                std::pair{std::string_view("/reset/"), Ending::reset}}) {
-    if (auto n = after(path, prefix)) {
-      auto count = parse_number(*n, kMaxBodyBytes);
-      if (!count) return std::nullopt;
-      plan.reply = bytes_reply(*count / 2);
-      plan.reply.promised_length = *count;
-      plan.reply.ending = ending;
-      return plan;
-    }
-  }
-  if (path == "/stall") {
-    plan.stall = true;
-    return plan;
-  }
-  if (auto code = after(path, "/status/")) {
-    auto status = parse_number(*code, 599);
-    if (!status || *status < 100) return std::nullopt;
-    int value = static_cast<int>(*status);
-    plan.reply =
-        text_reply(value, std::to_string(value) + " " + std::string(reason_phrase(value)) + "\n");
-    if (value < 200 || value == 204 || value == 304) {
-      plan.reply.body.clear();
-      plan.reply.framing = Framing::none;
-    }
-    // A 1xx is interim; a client would wait for a final response that never comes, so the
-    // connection closes after it.
-    if (value < 200) plan.reply.ending = Ending::close;
-    return plan;
-  }
-  if (path == "/headers") {
-    plan.reply = text_reply(200, std::string(request.raw_fields));
-    return plan;
-  }
-  if (path == "/anything" || path.starts_with("/anything/")) {
-    plan.reply = text_reply(200, anything_json(request));
-    plan.reply.content_type = "application/json";
-    return plan;
-  }
-  if (auto seconds = after(path, "/cache/")) {
-    auto max_age = parse_number(*seconds, 1'000'000'000);
-    if (!max_age) return std::nullopt;
-    std::string etag = "\"cache-" + std::to_string(*max_age) + "\"";
-    auto if_none_match = proxy::find_field(request.head.fields, "If-None-Match");
-    if (if_none_match && (*if_none_match == etag || *if_none_match == "*")) {
-      plan.reply.status = 304;
-      plan.reply.framing = Framing::none;
-    } else {
-      plan.reply = text_reply(200, "cacheable for " + std::to_string(*max_age) + " s\n");
-    }
-    plan.reply.fields = {{"Cache-Control", "max-age=" + std::to_string(*max_age)},
-                         {"ETag", etag},
-                         {"Last-Modified", std::string(kLastModified)}};
-    return plan;
-  }
-  if (path == "/respond") return respond_route(request);
-  if (auto n = after(path, "/no-store/")) {
-    auto count = parse_number(*n, kMaxBodyBytes);
-    if (!count) return std::nullopt;
-    plan.reply = bytes_reply(*count);
-    plan.reply.fields = {{"Cache-Control", "no-store"}};
-    return plan;
-  }
-  // Methods (issue 9): /echo returns the request body byte for byte, whatever the method;
-  // /interim/CODE[/PATH] sends an interim CODE response (100 or 103) before PATH's answer.
-  if (path == "/echo") {
-    plan.reply.content_type = "application/octet-stream";
-    plan.reply.body = request.body;
-    plan.reply.fields = {{"X-Echo-Method", request.head.method}};
-    return plan;
-  }
-  if (auto rest = after(path, "/interim/")) {
-    auto slash = rest->find('/');
-    auto code = parse_number(rest->substr(0, slash), 199);
-    if (!code || *code < 100 || *code == 101) return std::nullopt;
-    std::optional<Plan> inner;
-    if (slash != std::string_view::npos) inner = route(rest->substr(slash), request);
-    if (inner && !inner->stats) {
-      plan = std::move(*inner);
-    } else {
-      plan.reply = text_reply(200, "final response after a " + std::to_string(*code) + "\n");
-    }
-    plan.reply.interim = "HTTP/1.1 " + std::to_string(*code) + " " +
-                         std::string(reason_phrase(static_cast<int>(*code))) + "\r\n" +
-                         (*code == 103 ? "Link: </style.css>; rel=preload; as=style\r\n" : "") +
-                         "\r\n";
-    return plan;
-  }
-  if (path == "/__stats") {
-    plan.stats = true;
-    plan.reply.content_type = "application/json";
-    return plan;
-  }
-  return std::nullopt;
-}
-
-// The value of ?delay_ms=MS, 0 when absent; nullopt when malformed.
-std::optional<std::uint64_t> query_delay(std::string_view query) {
-  while (!query.empty()) {
-    auto amp = query.find('&');
-    auto pair = query.substr(0, amp);
-    if (auto value = after(pair, "delay_ms=")) return parse_number(*value, kMaxDelayMs);
-    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-  }
-  return 0;
 }
 
 // RFC 9112 §9.3: 1.1 persists unless "close"; 1.0 only with "keep-alive".
@@ -450,56 +82,6 @@ std::string_view raw_field_lines(std::string_view head) {
   auto line_end = head.find("\r\n", start);
   if (line_end == std::string_view::npos || head.size() < line_end + 4) return {};
   return head.substr(line_end + 2, head.size() - (line_end + 2) - 2);
-}
-
-// ---- e2e (issue 9): the static site behind /site/ (OriginOptions::site_dir) ----
-
-// Content-Type by file extension. A browser goes by it, not by the bytes: a stylesheet of another
-// type is ignored in standards mode, and an SVG displays in <img> only as image/svg+xml.
-std::string_view site_content_type(std::string_view file) {
-  static constexpr std::pair<std::string_view, std::string_view> kTypes[] = {
-      {".html", "text/html; charset=utf-8"}, {".css", "text/css; charset=utf-8"},
-      {".js", "text/javascript; charset=utf-8"},  // RFC 9239 §6
-      {".json", "application/json"},         {".txt", "text/plain; charset=utf-8"},
-      {".png", "image/png"},                 {".gif", "image/gif"},
-      {".svg", "image/svg+xml"},             {".jpg", "image/jpeg"},
-      {".ico", "image/vnd.microsoft.icon"},
-  };
-  for (auto [extension, type] : kTypes) {
-    if (file.ends_with(extension)) return type;
-  }
-  return "application/octet-stream";
-}
-
-// The plan for /site/PATH: the file's bytes, or a 404 for a missing file or any path that could
-// leave the directory (an empty, "." or ".." segment, or a percent-escape we do not decode).
-std::optional<Plan> site_route(const std::string& site_dir, std::string_view path) {
-  auto rest = after(path, "/site/");
-  if (!rest) return std::nullopt;
-  std::string relative(*rest);
-  if (relative.empty() || relative.ends_with('/')) relative += "index.html";
-  if (relative.find('%') != std::string::npos || relative.find('\\') != std::string::npos) {
-    return std::nullopt;
-  }
-  for (std::size_t start = 0; start <= relative.size();) {
-    auto slash = relative.find('/', start);
-    auto segment = std::string_view(relative).substr(start, slash - start);
-    if (segment.empty() || segment == "." || segment == "..") return std::nullopt;
-    if (slash == std::string::npos) break;
-    start = slash + 1;
-  }
-  std::error_code error;
-  const std::filesystem::path file = std::filesystem::path(site_dir) / relative;
-  if (!std::filesystem::is_regular_file(file, error)) return std::nullopt;
-  std::ifstream in(file, std::ios::binary);
-  std::string body{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (in.bad()) return std::nullopt;
-  Plan plan;
-  plan.reply = text_reply(200, std::move(body));
-  plan.reply.content_type = std::string(site_content_type(relative));
-  plan.reply.fields = {{"Cache-Control", "max-age=3600"},
-                       {"Last-Modified", std::string(kLastModified)}};
-  return plan;
 }
 
 }  // namespace
@@ -973,10 +555,8 @@ void OriginServer::Loop::dispatch(Connection& c) {
     start_error(c, 400);
     return;
   }
-  std::optional<Plan> plan = route(path, RequestView{c.request, c.raw_fields, c.body});
-  if (!plan && !server_.options_.site_dir.empty()) {
-    plan = site_route(server_.options_.site_dir, path);
-  }
+  std::optional<Plan> plan =
+      plan_for(path, RequestView{c.request, c.raw_fields, c.body}, server_.options_.site_dir);
   if (!plan) {
     plan.emplace();
     plan->reply = text_reply(404, "no such path: " + std::string(path) + "\n");
@@ -1021,7 +601,7 @@ void OriginServer::Loop::start_plan(Connection& c) {
 
 void OriginServer::Loop::start_error(Connection& c, int status) {
   // After a framing error the rest of the stream cannot be trusted: answer and close.
-  Reply reply = text_reply(status, std::string(reason_phrase(status)) + "\n");
+  Reply reply = text_reply(status, std::string(proxy::reason_phrase(status)) + "\n");
   reply.ending = Ending::close;
   c.in.clear();
   c.body_reader.reset();
@@ -1040,7 +620,7 @@ void OriginServer::Loop::start_reply(Connection& c, Reply reply) {
   out += "HTTP/1.1 ";
   out += std::to_string(reply.status);
   out += ' ';
-  out += reason_phrase(reply.status);
+  out += proxy::reason_phrase(reply.status);
   out += "\r\nServer: harness-origin\r\nDate: ";
   out += http_date();
   out += "\r\n";

@@ -8,10 +8,10 @@ int main(int argc, char** argv) {
   stage.name = "stage1-sequential";
   stage.description =
       "stage1-sequential: a caching HTTP forward proxy that serves one client at a time";
-  stage.run = [](proxy::Server& server) {
-    while (std::optional<proxy::Socket> client = server.accept()) {
-      server.serve(std::move(*client));
-    }
-  };
-  return proxy::run_stage(argc, argv, stage);
+  auto [server, exit_code] = proxy::start_stage(argc, argv, stage);
+  if (!server) return exit_code;
+  while (std::optional<proxy::Socket> client = server->accept()) {
+    server->serve(std::move(*client));
+  }
+  return server->finish();
 }

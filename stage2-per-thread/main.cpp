@@ -133,7 +133,8 @@ int main(int argc, char** argv) {
   stage.wrap_cache = [](std::unique_ptr<proxy::Cache> cache) -> std::unique_ptr<proxy::Cache> {
     return std::make_unique<proxy::LockedCache>(std::move(cache));
   };
-  stage.run = [&live](proxy::Server& server) { run_thread_per_connection(server, live); };
-  stage.extra_stats = [&live] { return "peak_threads=" + std::to_string(live->peak()); };
-  return proxy::run_stage(argc, argv, stage);
+  auto [server, exit_code] = proxy::start_stage(argc, argv, stage);
+  if (!server) return exit_code;
+  run_thread_per_connection(*server, live);
+  return server->finish("peak_threads=" + std::to_string(live->peak()));
 }

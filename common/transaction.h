@@ -1,0 +1,127 @@
+// The pieces of one proxy transaction that live in files of their own, and the state they share.
+// Internal to the transaction (proxy.cpp and the files named below); stages use proxy.h.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "body_reader.h"
+#include "cache.h"
+#include "http_cache_rules.h"
+#include "http_message.h"
+#include "proxy.h"
+#include "socket.h"
+
+namespace proxy {
+
+/// What we know of the connection being served, for replies and log lines. Lives for one
+/// request; borrowed by every step of it, on the serving thread only.
+struct Context {
+  const Socket& client;
+  const ProxyOptions& options;
+  ProxyStats& stats;
+  const std::string& peer;  ///< "HOST:PORT", taken at accept: a reset peer has no address later
+  std::string what;  ///< "GET http://host/path", filled in once the request line is known
+  /// The connection may carry another request after this response (RFC 9112 §9.3). Decided
+  /// from the request, then cleared by anything that ends the response without visible framing.
+  bool persistent = false;
+  int version_minor = 1;  ///< the client's HTTP/1.x: a 1.0 client needs keep-alive spelled out
+  std::uint64_t* connection_requests = nullptr;  ///< the connection's count, beside stats.requests
+  /// RFC 9111 (http_cache_rules.h): when the request went to the origin, and the stale stored
+  /// response it asks the origin to revalidate (null when the request is not conditional).
+  UnixSeconds request_time = 0;
+  std::shared_ptr<const CachedResponse> revalidating{};
+  bool sent_continue = false;  ///< we answered the client's Expect: 100-continue ourselves
+};
+
+// ---- Canned replies (replies.cpp) ----
+
+/// Sends a response the proxy makes itself: `status`, a one-line plain-text body naming
+/// `detail`, Connection: close (and Retry-After: 1 with a 503). Counts an error, logs one line
+/// and clears ctx.persistent: after an error the rest of the connection's bytes are suspect.
+void reply_error(Context& ctx, int status, std::string_view detail);
+/// Answers the proxy's own `GET /metrics` with `text` (Prometheus text exposition format 0.0.4).
+void send_metrics(Context& ctx, const std::string& text);
+/// One log line: the client, the request (once known) and `message`.
+void log_failure(const Context& ctx, std::string_view message);
+/// This hop's Connection field for the response (with its CRLF): close unless the connection
+/// persists, and keep-alive spelled out for an HTTP/1.0 client, which would otherwise assume close.
+std::string connection_field(const Context& ctx);
+/// This hop's Via field line (RFC 9110 §7.6.3, with its CRLF), for a message received as
+/// HTTP/1.<minor>. It goes after any Via the message carried, which is how a list field is
+/// appended to.
+std::string via_field(const Context& ctx, int version_minor);
+
+// ---- The origin (origin_response.cpp) ----
+
+/// Connects to an origin (or a CONNECT target). Answers the client itself and returns nullopt
+/// on failure: 504 after connect_timeout, 503 when we are out of descriptors, else 502.
+std::optional<Socket> connect_to_origin(Context& ctx, const std::string& host, std::uint16_t port);
+/// Reads the origin's response head, relaying interim 1xx responses to an HTTP/1.1 client.
+/// Answers the client itself (502/504) and returns false on failure. On success `buffer` holds
+/// the head and any body bytes after it; `head_bytes` marks the boundary.
+bool read_response_head(Context& ctx, const Socket& origin, std::string& buffer,
+                        ResponseHead& head, std::size_t& head_bytes);
+
+// ---- Caching steps, RFC 9111 (caching.cpp; the rules are in http_cache_rules.h) ----
+
+/// Sends a stored response: its head, Age, our framing, Via and X-Cache: HIT, then the body
+/// (proxy.cpp).
+void send_cached(Context& ctx, const CachedResponse& cached);
+/// The head a response is stored as: its end-to-end fields and a Date, none of this hop's.
+std::string head_to_store(const ResponseHead& head, const BodyFraming& framing,
+                          UnixSeconds response_time);
+/// The entry to store once the body is complete (its body is filled in then), or nullopt when
+/// the response may not be stored (RFC 9111 §3) or its head alone is over `object_limit` bytes.
+std::optional<CachedResponse> entry_to_store(const Context& ctx, const ResponseHead& head,
+                                             const Request& request, const std::string& key,
+                                             std::string stored_head, std::size_t object_limit,
+                                             UnixSeconds response_time);
+/// A 304 answered our conditional request for ctx.revalidating (RFC 9111 §4.3.3): updates the
+/// stored entry (when `may_store`) and serves it as a HIT.
+void serve_revalidated(Context& ctx, const ResponseHead& not_modified, const Request& request,
+                       const std::string& key, bool may_store, Cache& cache);
+/// RFC 9111 §4.4: a successful unsafe request invalidates the target URI's entry, and those of
+/// Location and Content-Location when they share its origin.
+void invalidate_after_unsafe(Cache& cache, const std::string& key, const ResponseHead& head);
+
+// ---- Request bodies, RFC 9112 §6 (request_body.cpp) ----
+
+/// A request body as the transaction forwards it: the part read and checked before the origin
+/// heard of the request, and, for a longer body, the reader that goes on from there.
+struct RequestBody {
+  BodyFraming framing;             ///< as the client sent it
+  std::string checked;             ///< decoded bytes read before connecting (all of a short body)
+  std::optional<BodyReader> rest;  ///< set while the body goes on past `checked`
+  /// The framing field line for the origin (no CRLF; see origin_framing_field in rewrite.h): a
+  /// body read whole gets a Content-Length, a streamed one keeps the client's kind of framing,
+  /// re-made by us, and a client's `Content-Length: 0` is kept (RFC 9110 §8.6).
+  [[nodiscard]] std::string framing_field(const Request& request) const;
+  /// `checked` as it goes to the origin right after the request head.
+  [[nodiscard]] std::string first_bytes() const;
+};
+
+/// Reads the start of the request body (see ProxyOptions::max_request_body): the whole body, or
+/// its first kCheckedRequestBodyBytes, within the client timeout, sending 100 Continue first when
+/// the client waits for it. Answers the client itself (400, 408, 413) and returns false on failure.
+bool read_request_body(Context& ctx, const Request& request, const BodyFraming& framing,
+                       std::string_view buffered, RequestBody& body);
+
+/// Streams the rest of a long request body (body.rest) from the client to the origin. On failure
+/// the origin connection is reset — it never takes an incomplete body for a whole one — the
+/// client is answered (400, 408, 413) and false returned. An origin that stops taking the body
+/// may have answered already (413, 401...): true, and its answer is relayed.
+bool stream_request_body(Context& ctx, Socket& origin, RequestBody& body);
+
+// ---- CONNECT, RFC 9110 §9.3.6 (connect_method.cpp) ----
+
+/// Serves a CONNECT request: checks the target and port, connects, answers 200 and relays bytes
+/// both ways until both sides are done. The connection ends with the tunnel. Returns false when
+/// the tunnel was cut (reset, shutdown): the caller then resets the client.
+bool serve_connect(Context& ctx, Socket& client, const Request& request,
+                   std::string_view early_bytes);
+
+}  // namespace proxy
