@@ -101,5 +101,12 @@ RunOutcome check_memory(const CheckSpec& spec, const StageInfo& stage, const Che
                         int index);
 RunOutcome measure_throughput(const CheckSpec& spec, const StageInfo& stage,
                               const CheckContext& ctx);
+/// A response the origin resets mid-body (Content-Length not reached) is never stored: the
+/// same URL afterwards reaches the origin and arrives whole, byte-exact (checks_escapes.cpp).
+RunOutcome check_cut_off(const CheckSpec& spec, const StageInfo& stage, const CheckContext& ctx);
+/// Pool stages under a flood with --workers 1: no more than --queue clients (plus the one the
+/// accept loop holds) wait inside the proxy, measured by its open descriptors; every client is
+/// then answered (checks_escapes.cpp).
+RunOutcome check_queue_bound(const CheckSpec& spec, const StageInfo& stage, const CheckContext& ctx);
 
 }  // namespace grader

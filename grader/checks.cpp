@@ -2,7 +2,7 @@
 // origin and judges only what a client, the process table, ThreadSanitizer or Valgrind can
 // see, so the same code grades the reference and a student's tree. Every wait has a deadline:
 // a hung submission fails its check instead of hanging the grader. The checks themselves:
-// checks_functional.cpp, checks_sanitizers.cpp, checks_throughput.cpp.
+// checks_functional.cpp, checks_sanitizers.cpp, checks_throughput.cpp, checks_escapes.cpp.
 #include "check_support.h"
 
 namespace grader {
@@ -19,6 +19,8 @@ RunOutcome run_check_once(const CheckSpec& spec, const StageInfo& stage, const C
     if (spec.id == "memory") return check_memory(spec, stage, ctx, index);
     if (spec.id == "worker-exception") return check_worker_exception(spec, stage, ctx);
     if (spec.id == "throughput") return measure_throughput(spec, stage, ctx);
+    if (spec.id == "cut-off") return check_cut_off(spec, stage, ctx);
+    if (spec.id == "queue-bound") return check_queue_bound(spec, stage, ctx);
     return {false, "the grader has no check named '" + spec.id + "'", {}};
   } catch (const std::exception& e) {
     return {false, std::string("the check could not run: ") + e.what(), {}};

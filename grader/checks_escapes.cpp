@@ -1,0 +1,160 @@
+// Checks for two bugs that once cost a student nothing: a response the origin cut off mid-body
+// stored and served as a hit (cut-off), and a bounded queue that never makes the accept loop
+// wait (queue-bound). Each has a planted-bug mutant in grader/mutants/ that it must catch.
+#include <sys/eventfd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+#include "check_support.h"
+#include "origin_server.h"
+#include "socket.h"
+
+namespace grader {
+
+using namespace std::chrono_literals;
+namespace {
+
+/// An origin that answers every request for the same object (4000 bytes, Content-Length
+/// framed), but cuts the first answer off after half its body with a TCP reset: RFC 9112 §8
+/// calls such a message incomplete, and RFC 9111 §3.3 forbids a cache to reuse it as a whole
+/// response. Serves on a thread of its own; the destructor stops and joins it.
+class CuttingOrigin {
+ public:
+  static constexpr std::size_t kSize = 4000;
+
+  CuttingOrigin()
+      : listener_(proxy::listen_tcp("127.0.0.1", 0)),
+        stop_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+        thread_([this] { serve(); }) {}
+  ~CuttingOrigin() {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(stop_.fd(), &one, sizeof one);  // ends accept_client's wait
+    thread_.join();
+  }
+  CuttingOrigin(const CuttingOrigin&) = delete;
+  CuttingOrigin& operator=(const CuttingOrigin&) = delete;
+
+  [[nodiscard]] std::uint16_t port() const { return proxy::local_port(listener_); }
+  /// Requests answered (or cut) so far. Any thread.
+  [[nodiscard]] int requests() const { return requests_.load(); }
+
+ private:
+  void serve() {
+    const std::string body = harness::deterministic_bytes(kSize);
+    const std::string head = "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+                             "Content-Length: " + std::to_string(kSize) + "\r\n\r\n";
+    while (auto client = proxy::accept_client(listener_, stop_.fd())) {
+      std::string request;
+      char buf[4096];
+      while (request.find("\r\n\r\n") == std::string::npos) {
+        proxy::IoResult r = client->read_some(buf, 5000ms);
+        if (r.status != proxy::IoStatus::ok || r.bytes == 0) break;
+        request.append(buf, r.bytes);
+      }
+      if (request.find("\r\n\r\n") == std::string::npos) continue;
+      if (requests_.fetch_add(1) == 0) {
+        client->write_all(head + body.substr(0, kSize / 2), 5000ms);
+        client->reset();
+      } else {
+        client->write_all(head + body, 5000ms);
+      }
+    }
+  }
+
+  proxy::Socket listener_;
+  proxy::Socket stop_;  // an eventfd: readable once the destructor asks the thread to stop
+  std::atomic<int> requests_{0};
+  std::thread thread_;  // joined by the destructor, after stop_ is signalled
+};
+
+}  // namespace
+
+RunOutcome check_cut_off(const CheckSpec&, const StageInfo& stage, const CheckContext& ctx) {
+  CuttingOrigin origin;
+  const std::string url = "http://127.0.0.1:" + std::to_string(origin.port()) + "/object";
+  Launched proxy = launch(stage, "release", {"--cache-bytes", "100000", "--max-object-bytes", "50000"},
+                          ctx, "cut-off");
+  const std::uint16_t port = proxy.process->port();
+  Verdict v;
+  std::string err;
+  auto first = try_fetch(port, url, err);
+  v.expect(!first || !first->complete || first->body.size() < CuttingOrigin::kSize,
+           "the client sees that the first response was cut off (it must not look whole)",
+           first ? describe(*first) : err);
+  auto second = try_fetch(port, url, err);
+  v.expect(second && second->status == 200 && second->body == harness::deterministic_bytes(CuttingOrigin::kSize),
+           "the same URL afterwards is fetched whole, byte-exact: the cut-off response was never stored",
+           second ? describe(*second) + (second->body.size() == CuttingOrigin::kSize / 2
+                                             ? " (the half the origin sent before it reset: served from the cache?)"
+                                             : "")
+                  : err);
+  v.expect(origin.requests() == 2, "the second request reached the origin (a miss, not a hit)",
+           "the origin saw " + std::to_string(origin.requests()) + " requests");
+  expect_clean_stop(v, proxy);
+  return {v.passed(), v.text(), {}};
+}
+
+RunOutcome check_queue_bound(const CheckSpec& spec, const StageInfo& stage, const CheckContext& ctx) {
+  const int queue = spec.params.value("queue", 2);
+  const int flood = spec.params.value("clients", 12);
+  const int hold_ms = spec.params.value("hold_ms", 4000);
+  harness::OriginServer origin;
+  const std::string base = "http://127.0.0.1:" + std::to_string(origin.port());
+  Launched proxy = launch(stage, "release", {"--workers", "1", "--queue", std::to_string(queue)}, ctx,
+                          "queue-bound");
+  const std::uint16_t port = proxy.process->port();
+  const pid_t pid = proxy.process->pid();
+  const std::size_t idle_fds = fd_count(pid);
+  Verdict v;
+  std::vector<proxy::Socket> clients;
+  clients.push_back(testing_support::send_request(
+      port, testing_support::proxy_get(base + "/delay/" + std::to_string(hold_ms) + "/bytes/100")));
+  v.expect(origin.wait_for_requests("/delay/", 1, 10s), "the one worker (--workers 1) is busy with a slow origin");
+  for (int i = 0; i < flood; ++i) {
+    clients.push_back(testing_support::send_request(
+        port, testing_support::proxy_get(base + "/bytes/100?flood=" + std::to_string(i))));
+  }
+  // Inside the proxy at most: the worker's client and origin sockets, --queue queued clients,
+  // and the one client the accept loop holds while it waits for room. The rest must stay in
+  // the kernel's listen backlog, never accepted. What is never reached cannot be waited for, so
+  // the count is watched for a fixed window (well within the slow origin's hold).
+  const std::size_t bound = idle_fds + 2 + static_cast<std::size_t>(queue) + 1;
+  std::size_t most = 0;
+  const auto window_end = CheckClock::now() + std::chrono::milliseconds(hold_ms / 2);
+  eventually([&] {
+    most = std::max(most, fd_count(pid));
+    return CheckClock::now() >= window_end;
+  }, std::chrono::milliseconds(hold_ms));
+  v.expect(most >= idle_fds + 2 + static_cast<std::size_t>(queue),
+           "the queue fills: " + std::to_string(queue) + " clients wait inside the proxy (--queue " +
+               std::to_string(queue) + ")",
+           "at most " + std::to_string(most - std::min(most, idle_fds)) + " descriptors above idle");
+  int served = 0;
+  int shed = 0;
+  for (std::size_t i = 0; i < clients.size(); ++i) {
+    auto r = testing_support::read_response(clients[i], 30s);
+    if (r && r->status == 200 && r->body == harness::deterministic_bytes(100)) ++served;
+    if (r && r->status == 503) ++shed;
+  }
+  // A stage that sheds load (stage 4) accepts a client past the queue only to answer it 503
+  // and close it at once: it does not wait inside, but its descriptor exists for that moment.
+  const std::size_t allowed = bound + (shed > 0 ? 2 : 0);
+  v.expect(most <= allowed,
+           "while the queue is full the accept loop stops accepting (or sheds at once with 503): "
+           "no more than --queue clients (plus the one it holds) wait inside the proxy",
+           "open descriptors rose to " + std::to_string(most) + " (idle " + std::to_string(idle_fds) +
+               ", bound " + std::to_string(allowed) + "): " + std::to_string(flood) +
+               " flooding clients were accepted instead of waiting in the listen backlog. "
+               "push() must wait for room (backpressure), not append past the capacity");
+  v.expect(served + shed == static_cast<int>(clients.size()),
+           "every client of the flood gets an answer once the worker is free: its response "
+           "(byte-exact) or a 503 (load shedding)",
+           std::to_string(served) + " served, " + std::to_string(shed) + " told 503, of " +
+               std::to_string(clients.size()));
+  expect_clean_stop(v, proxy);
+  return {v.passed(), v.text(), {}};
+}
+
+}  // namespace grader
