@@ -89,6 +89,7 @@ clean:
 # Both need wrk and gnuplot (scripts/install-deps bench); `make bench PEERS=1` also squid,
 # tinyproxy, nginx and varnish (scripts/install-deps peers). Only the programs they run are built.
 # make sweep [STAGE=stage3-pool] [WORKERS="1 2 4 ..."] [CONNECTIONS=100] [DURATION=10]
+#            (STAGE=stage4-tuned adds a --workers auto point per connection count: --auto)
 #            [ORIGIN_DELAY_MS=20] [ORIGIN_CAPACITY=0] [WORKLOAD=miss|hit] [QUICK=1]
 # make bench [DURATION=5] [BENCH_CONNECTIONS="1 10 100 400"] [POOL_WORKERS=128] [PEERS=1] [QUICK=1]
 .PHONY: sweep bench deps-bench
@@ -116,7 +117,7 @@ sweep: deps-bench build/release/build.ninja
 	build/release/bin/tuning-sweep --stage $(STAGE) --workers "$(WORKERS)" \
 	  --connections "$(CONNECTIONS)" --duration $(SWEEP_DURATION) \
 	  --delay-ms $(ORIGIN_DELAY_MS) --capacity $(ORIGIN_CAPACITY) --workload $(WORKLOAD) \
-	  --out results/sweep
+	  $(if $(filter stage4-tuned,$(STAGE)),--auto) --out results/sweep
 
 bench: deps-bench build/release/build.ninja
 	cmake --build --preset release -j $(JOBS)
@@ -129,9 +130,11 @@ bench: deps-bench build/release/build.ninja
 # LAB=N builds in one folder per lab (GRADE_BUILD_DIR), reused by every submission of that lab:
 # the grader lays each submission over the previous one's copy, so only the files that differ
 # are recompiled (grader/README.md, "Minutes per submission"). Grade one lab N at a time there.
+# The default folder is outside the tree graded (a student's own tree, when SUBMISSION=.).
 SUBMISSION ?= .
+GRADE_CACHE = $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/proxy-grader
 GRADE_FLAGS = --submission $(SUBMISSION) $(if $(STAGES),--stages $(STAGES)) \
-	$(if $(LAB),--lab $(LAB) --build-dir $(or $(GRADE_BUILD_DIR),results/grade/build/lab$(LAB))) \
+	$(if $(LAB),--lab $(LAB) --build-dir $(or $(GRADE_BUILD_DIR),$(GRADE_CACHE)/lab$(LAB))) \
 	$(if $(filter 1,$(QUICK)),--quick) $(if $(RUBRIC),--rubric $(RUBRIC))
 .PHONY: grade grade-mutants grader
 

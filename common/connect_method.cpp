@@ -15,12 +15,17 @@ class TunnelSlot {
  public:
   explicit TunnelSlot(std::atomic<std::uint64_t>& open)
       : open_(open), now_open_(open.fetch_add(1, std::memory_order_relaxed) + 1) {}
-  ~TunnelSlot() { open_.fetch_sub(1, std::memory_order_relaxed); }
+  ~TunnelSlot() {
+    if (!handed_over_) open_.fetch_sub(1, std::memory_order_relaxed);
+  }
   TunnelSlot(const TunnelSlot&) = delete;
   TunnelSlot& operator=(const TunnelSlot&) = delete;
   [[nodiscard]] std::uint64_t now_open() const noexcept { return now_open_; }
+  /// The place goes with the tunnel to ProxyOptions::adopt_tunnel, which gives it back.
+  void hand_over() noexcept { handed_over_ = true; }
 
  private:
+  bool handed_over_ = false;
   std::atomic<std::uint64_t>& open_;
   std::uint64_t now_open_;
 };
@@ -63,7 +68,9 @@ std::optional<Socket> establish_tunnel(Context& ctx, const AbsoluteUri& target,
 
 }  // namespace
 
-bool serve_connect(Context& ctx, const Request& request, std::string_view early_bytes) {
+// With options.adopt_tunnel the relay is handed over after the 200 and `client` left empty.
+bool serve_connect(Context& ctx, Socket& client, const Request& request,
+                   std::string_view early_bytes) {
   std::optional<AbsoluteUri> target = allowed_target(ctx, request);
   if (!target) return true;
   TunnelSlot slot(ctx.stats.tunnels_open);
@@ -74,6 +81,12 @@ bool serve_connect(Context& ctx, const Request& request, std::string_view early_
   }
   std::optional<Socket> origin = establish_tunnel(ctx, *target, early_bytes);
   if (!origin) return true;
+  if (ctx.options.adopt_tunnel) {
+    slot.hand_over();
+    ctx.options.adopt_tunnel(
+        EstablishedTunnel{std::move(client), std::move(*origin), ctx.peer, request.target});
+    return true;  // `client` is empty now: closing it does nothing
+  }
   TunnelResult result = run_tunnel(ctx.client, *origin, ctx.options.tunnel_idle_timeout,
                                    ctx.options.write_timeout);
   switch (result.end) {

@@ -55,7 +55,8 @@ bool read_response_head(Context& ctx, const Socket& origin, std::string& buffer,
       head_bytes = parsed.consumed;
       return true;
     }
-    IoResult got = origin.read_some(chunk, ctx.options.origin_timeout);
+    IoResult got = origin.read_some(chunk, ctx.options.origin_timeout,
+                                    ctx.options.drop_abandoned ? ctx.client.fd() : -1);
     switch (got.status) {
       case IoStatus::ok:
         buffer.append(chunk.data(), got.bytes);
@@ -65,6 +66,10 @@ bool read_response_head(Context& ctx, const Socket& origin, std::string& buffer,
                                   std::to_string(ctx.options.origin_timeout.count()) + " ms");
         return false;
       case IoStatus::cancelled:
+        if (ctx.options.drop_abandoned) {
+          log_failure(ctx, "client hung up (or shutdown cut the wait) before the origin "
+                           "answered; origin request dropped, nothing stored");
+        }
         return false;
       case IoStatus::eof:
         reply_error(ctx, 502, buffer.empty() ? "origin closed the connection without answering"

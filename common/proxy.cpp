@@ -84,7 +84,7 @@ bool serve_request(ClientConnection& connection, Cache& cache, const ProxyOption
   } else if (options.metrics && request.method == "GET" && request.target == "/metrics") {
     send_metrics(ctx, options.metrics());
   } else if (connect) {
-    orderly = serve_connect(ctx, request, after_head);
+    orderly = serve_connect(ctx, client, request, after_head);
   } else if (!refuse_unsupported(ctx, request, uri, body.has_value())) {
     orderly = serve_http(ctx, cache, request, *uri, *body, after_head);
   }

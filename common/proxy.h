@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cache.h"
@@ -14,6 +15,15 @@
 #include "socket.h"
 
 namespace proxy {
+
+/// A CONNECT tunnel after the proxy's 200 (RFC 9110 §9.3.6), handed to whoever relays it
+/// (ProxyOptions::adopt_tunnel): both sockets, and what log lines name it by.
+struct EstablishedTunnel {
+  Socket client;
+  Socket origin;
+  std::string peer;    ///< the client's "HOST:PORT"
+  std::string target;  ///< "host:port" the client asked for
+};
 
 /// Deadlines and limits of one transaction. Times in milliseconds.
 struct ProxyOptions {
@@ -50,6 +60,20 @@ struct ProxyOptions {
   /// CONNECT gets 503 with Retry-After. 0: no cap (stages 1-3, where a tunnel holds a thread
   /// anyway); stage 4 sets one so tunnels cannot pin every worker.
   std::size_t max_tunnels = 0;
+  /// When set, an established CONNECT tunnel (the 200 sent, bytes the client sent after its
+  /// head already passed to the origin) is handed to this function instead of being relayed on
+  /// the serving thread. It owns both sockets from then on, and the tunnel's place in
+  /// ProxyStats::tunnels_open, which it gives back (fetch_sub) when the tunnel ends. Called on
+  /// the serving thread; must be thread-safe and must not block. Stage 4 sets it, so a tunnel
+  /// holds no worker; stages 1-3 relay on their thread (run_tunnel).
+  std::function<void(EstablishedTunnel)> adopt_tunnel;
+  /// While waiting for the origin's response head, also watch the client: when it hangs up
+  /// (a close, a half-close or a reset), the origin request is dropped — its connection closed,
+  /// nothing stored, nothing sent — and the thread is free at once, instead of waiting out
+  /// origin_timeout for a client that is gone. A half-close counts as a hang-up (as in Squid's
+  /// default, half_closed_clients off): a client cannot be told apart from one that closed.
+  /// Off for stages 1-3 (their lesson keeps every request to its end); stage 4 sets it.
+  bool drop_abandoned = false;
   /// The pseudonym in the `Via` field this proxy adds to requests and responses it forwards
   /// (RFC 9110 §7.6.3), e.g. "1.1 stage3-pool". run_stage sets it to the stage's name.
   std::string via_name = "proxy";
@@ -82,6 +106,10 @@ class ClientConnection {
   [[nodiscard]] bool has_buffered() const noexcept { return !buffered_.empty(); }
   /// Requests read on this connection so far (complete heads, valid or not).
   [[nodiscard]] std::uint64_t requests() const noexcept { return requests_; }
+  /// Adds request bytes someone else read from this connection's socket (stage 4's poller
+  /// reads a whole request head before a worker is involved) to those the next serve_request
+  /// parses first, before it reads more.
+  void add_buffered(std::string_view bytes) { buffered_.append(bytes); }
   /// Gives up the socket (e.g. to answer it with reply_overloaded); the connection is empty.
   [[nodiscard]] Socket release() noexcept { return std::move(socket_); }
 

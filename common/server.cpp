@@ -2,7 +2,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <stdexcept>
 
@@ -118,6 +124,37 @@ bool Server::admit(Socket& client) {
   if (admits(client)) return true;
   reply_forbidden(std::move(client), stats_);
   return false;
+}
+
+std::optional<Socket> Server::try_accept(bool& exhausted) {
+  exhausted = false;
+  for (;;) {
+    const int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      switch (errno) {
+        case EINTR:
+        case ECONNABORTED:
+        case EPROTO:
+          continue;
+        case EAGAIN:
+          return std::nullopt;
+        case EMFILE:
+        case ENFILE:
+        case ENOBUFS:
+        case ENOMEM:
+          exhausted = true;
+          return std::nullopt;
+        default:
+          throw std::runtime_error(std::string("accept: ") + std::strerror(errno));
+      }
+    }
+    Socket client(fd);
+    // --allow is judged at accept, before a byte of the request is read (an open proxy is an
+    // open relay). The 403 is a few bytes into an empty send buffer.
+    if (!admit(client)) continue;
+    set_int_option(client, IPPROTO_TCP, TCP_NODELAY, 1);
+    return client;
+  }
 }
 
 void Server::serve(Socket client) {

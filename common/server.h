@@ -55,6 +55,14 @@ class Server {
   /// The next client, or nullopt once a stop was requested, or when the listener broke (logged
   /// once; finish() then returns 1).
   std::optional<Socket> accept();
+  /// For a stage that waits on the listener itself (stage 4's epoll): the next pending client,
+  /// without waiting, past admit() — a client outside --allow is answered 403 and closed
+  /// here, and the next one taken. nullopt when none is pending, or
+  /// when this process is out of descriptors or buffers: then `exhausted` is set, the
+  /// connection stays in the backlog, and the caller should stop listening for a moment rather
+  /// than spin. Sets TCP_NODELAY, as accept() does. Accept from one thread only. Throws
+  /// std::runtime_error when the listener itself is broken.
+  std::optional<Socket> try_accept(bool& exhausted);
   /// The access check: true when --allow admits this client's address (always, without
   /// --allow); otherwise answers it 403, closes it and returns false. Thread-safe (the list is
   /// read-only after construction). A stage with its own accept path (stage 4) calls this on

@@ -46,17 +46,21 @@ int remaining_ms(Clock::time_point deadline) {
   return left < 0 ? 0 : static_cast<int>(left);
 }
 
-// Waits until `fd` is ready for `events`, the deadline passes, or shutdown cuts in-flight I/O.
-IoStatus wait_for(int fd, short events, Clock::time_point deadline) {
+// Waits until `fd` is ready for `events`, the deadline passes, or shutdown cuts in-flight I/O
+// — or, when `hangup_fd` is a socket, its peer hangs up (both end the wait as cancelled).
+IoStatus wait_for(int fd, short events, Clock::time_point deadline, int hangup_fd = -1) {
   for (;;) {
-    pollfd fds[2] = {{fd, events, 0}, {g_cancel_fd.load(std::memory_order_relaxed), POLLIN, 0}};
-    nfds_t count = fds[1].fd >= 0 ? 2 : 1;
-    int ready = ::poll(fds, count, remaining_ms(deadline));
+    pollfd fds[3] = {{fd, events, 0},
+                     {g_cancel_fd.load(std::memory_order_relaxed), POLLIN, 0},
+                     {hangup_fd, POLLRDHUP, 0}};
+    // poll ignores a negative fd, so the three slots can stay in place.
+    int ready = ::poll(fds, 3, remaining_ms(deadline));
     if (ready < 0) {
       if (errno == EINTR) continue;
       return IoStatus::error;
     }
-    if (count == 2 && (fds[1].revents & POLLIN)) return IoStatus::cancelled;
+    if (fds[1].revents & POLLIN) return IoStatus::cancelled;
+    if (fds[2].revents & (POLLRDHUP | POLLHUP | POLLERR)) return IoStatus::cancelled;
     if (ready == 0) return IoStatus::timeout;
     // POLLERR / POLLHUP: let the following recv/send report what happened.
     return IoStatus::ok;
@@ -238,6 +242,10 @@ int Socket::release() noexcept {
 }
 
 IoResult Socket::read_some(std::span<char> buf, Millis timeout) const {
+  return read_some(buf, timeout, -1);
+}
+
+IoResult Socket::read_some(std::span<char> buf, Millis timeout, int hangup_fd) const {
   const auto deadline = Clock::now() + timeout;
   for (;;) {
     // Try first, wait only when nothing is buffered: most reads on a busy proxy find data ready.
@@ -246,7 +254,7 @@ IoResult Socket::read_some(std::span<char> buf, Millis timeout) const {
     if (n == 0) return {IoStatus::eof, 0, 0};
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) return {IoStatus::error, 0, errno};
-    IoStatus waited = wait_for(fd_, POLLIN, deadline);
+    IoStatus waited = wait_for(fd_, POLLIN, deadline, hangup_fd);
     if (waited != IoStatus::ok) return {waited, 0, 0};
   }
 }

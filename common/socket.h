@@ -52,6 +52,11 @@ class Socket {
   /// Reads at most buf.size() bytes, waiting at most `timeout` for the first byte.
   /// Returns ok with bytes > 0, eof on an orderly close, or timeout / cancelled / error.
   IoResult read_some(std::span<char> buf, Millis timeout) const;
+  /// read_some that also watches the socket `hangup_fd` (-1: none) while it waits: when that
+  /// socket's peer hangs up (POLLRDHUP, POLLHUP or POLLERR — a close, a half-close or a reset)
+  /// the wait ends with IoStatus::cancelled, as a shutdown does. A worker waiting on an origin
+  /// watches its client so, and an abandoned request frees it at once.
+  IoResult read_some(std::span<char> buf, Millis timeout, int hangup_fd) const;
   /// Writes every byte of `data`; each wait for the peer to drain is bounded by `timeout`.
   IoResult write_all(std::string_view data, Millis timeout) const;
   /// Half-closes the sending side (shutdown SHUT_WR); the peer sees end of stream.

@@ -121,6 +121,7 @@ bool stream_request_body(Context& ctx, Socket& origin, RequestBody& body);
 /// Serves a CONNECT request: checks the target and port, connects, answers 200 and relays bytes
 /// both ways until both sides are done. The connection ends with the tunnel. Returns false when
 /// the tunnel was cut (reset, shutdown): the caller then resets the client.
-bool serve_connect(Context& ctx, const Request& request, std::string_view early_bytes);
+bool serve_connect(Context& ctx, Socket& client, const Request& request,
+                   std::string_view early_bytes);
 
 }  // namespace proxy

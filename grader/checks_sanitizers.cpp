@@ -296,6 +296,13 @@ std::string valgrind_findings(const std::string& log, bool& clean) {
 
 }  // namespace
 
+/// The sanitizer's crash report, cut to the student's frames, or the end of the stderr.
+std::string crash_text(const StressRun& run) {
+  std::string report = crash_report(run.log);
+  return report.empty() ? "The end of its stderr:\n" + tail(run.log, 1500)
+                        : "The sanitizer's report (stacks cut to your code):\n" + report;
+}
+
 /// The line a check that needs the load to progress gives instead of points when it did not.
 std::string served_nothing_text(const StressRun& run) {
   return "\nNO POINTS: the stage served nothing under load — see the deadlock check (" +
@@ -323,7 +330,7 @@ RunOutcome check_races(const CheckSpec& spec, const StageInfo& stage, const Chec
   }
   if (run.died_early || (!run.hung && run.status.signal != 0)) {
     ok = false;
-    out += "\nThe stage crashed under load. The end of its stderr:\n" + tail(run.log, 1500);
+    out += "\nThe stage crashed under load. " + crash_text(run);
   }
   if (ok) out += "  no ThreadSanitizer report\n";
   out += "  full log: " + run.log_path + "\n";
@@ -353,7 +360,7 @@ RunOutcome check_deadlock(const CheckSpec& spec, const StageInfo& stage,
   }
   if (run.died_early) {
     ok = false;
-    out += "\nThe stage died under load. The end of its stderr:\n" + tail(run.log, 1500);
+    out += "\nThe stage died under load. " + crash_text(run);
   }
   if (ok) out += "  responses kept completing, it stopped on SIGTERM, no lock-order inversion\n";
   out += "  full log: " + run.log_path + "\n";

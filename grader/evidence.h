@@ -7,8 +7,13 @@
 
 namespace grader {
 
-/// A frame of the standard library, the C library or a sanitizer runtime: not the student's.
+/// A frame that is not the student's: its function is outside namespace proxy, a stage's
+/// anonymous namespace and main (the standard library, libc, a sanitizer runtime).
 bool system_frame(const std::string& frame_line);
+
+/// The sanitizer's crash report in a stage's stderr ("ERROR: ThreadSanitizer: SEGV ..." up to
+/// its SUMMARY line) cut to the student's frames, or "" when there is none.
+std::string crash_report(const std::string& log);
 
 /// One TSan report with each stack cut to the student's own frames (system frames between them
 /// fold into "..."); the report's other lines (which access, which thread, the mutexes) stay.

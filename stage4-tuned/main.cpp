@@ -46,23 +46,45 @@ int main(int argc, char** argv) {
   stage.add_options = [&](CLI::App& app) {
     app.add_option("--workers", workers,
                    "Worker threads: a number (threads), or 'auto' to size the pool at run time "
-                   "by Little's law between --min-workers and --max-workers")
+                   "by Little's law (workers busy now plus requests waiting) between "
+                   "--min-workers and --max-workers, stepping back where a downstream "
+                   "bottleneck stops throughput rising")
         ->check(CLI::IsMember({"auto"}) | CLI::Range(1, 4096))
         ->capture_default_str();
     app.add_option("--min-workers", config.min_workers, "Fewest workers 'auto' keeps (threads)")
         ->check(CLI::Range(std::size_t{1}, std::size_t{4096}))
         ->capture_default_str();
-    app.add_option("--max-workers", config.max_workers, "Most workers 'auto' starts (threads)")
+    app.add_option("--max-workers", config.max_workers,
+                   "Most workers 'auto' starts (threads). Default: what this machine allows — a "
+                   "quarter of RLIMIT_NPROC and of /proc/sys/kernel/threads-max, and half of "
+                   "MemAvailable at 256 KiB a worker, the smallest, clamped to 16..1024")
         ->check(CLI::Range(std::size_t{1}, std::size_t{4096}))
         ->capture_default_str();
     app.add_option_function<long>(
            "--auto-interval-ms", [&](long ms) { config.auto_interval = proxy::Millis{ms}; },
-           "How often 'auto' re-sizes the pool, in ms")
+           "How often 'auto' re-sizes the pool, in ms (sooner, at most every 50 ms, while "
+           "requests wait past half of --shed-delay-ms)")
         ->check(CLI::Range(10L, 60'000L))
         ->default_str(std::to_string(config.auto_interval.count()));
+    app.add_option_function<long>(
+           "--shed-delay-ms", [&](long ms) { config.shed_delay = proxy::Millis{ms}; },
+           "Load shedding by queueing delay (CoDel): the time a request may wait for a worker "
+           "indefinitely, in ms. Once the oldest waiting request has waited longer than this "
+           "for a whole --shed-interval-ms, new requests get 503 + Retry-After: 1 at once, and "
+           "queued ones that waited longer are refused when a worker reaches them, until the "
+           "delay falls below it again")
+        ->check(CLI::Range(1L, 600'000L))
+        ->default_str(std::to_string(config.shed_delay.count()));
+    app.add_option_function<long>(
+           "--shed-interval-ms", [&](long ms) { config.shed_interval = proxy::Millis{ms}; },
+           "How long the queueing delay must stay above --shed-delay-ms before shedding starts, "
+           "in ms: a burst shorter than this is absorbed by the queue")
+        ->check(CLI::Range(1L, 600'000L))
+        ->default_str(std::to_string(config.shed_interval.count()));
     app.add_option("--queue", config.queue,
-                   "Connections with a request that may wait for a worker; past it each new one "
-                   "is shed at once with 503 and Retry-After: 1 (connections)")
+                   "Requests with a whole head that may wait for a worker, a bound on memory; "
+                   "past it each new one is shed at once with 503 and Retry-After: 1 "
+                   "(connections)")
         ->check(CLI::Range(std::size_t{1}, std::size_t{1'000'000}))
         ->capture_default_str();
     app.add_option("--max-connections", config.max_connections,
@@ -85,8 +107,8 @@ int main(int argc, char** argv) {
   stage.add_options = [&, add = stage.add_options](CLI::App& app) {
     add(app);
     app.add_option("--max-tunnels", config.max_tunnels,
-                   "CONNECT tunnels open at once; each holds a worker for its whole life, so past "
-                   "it a CONNECT gets 503 (tunnels). 0: half of --max-workers (or --workers)")
+                   "CONNECT tunnels open at once; past it a CONNECT gets 503 (tunnels). A tunnel "
+                   "holds no worker: the tunnel thread relays it. 0: half of --max-connections")
         ->check(CLI::Range(std::size_t{0}, std::size_t{100'000}))
         ->capture_default_str();
   };

@@ -47,6 +47,12 @@ void sample(std::string& out, const char* name, const char* type, const char* he
   out.append(name).append(" ").append(std::to_string(value)).append("\n");
 }
 
+void sample_real(std::string& out, const char* name, const char* type, const char* help,
+                 double value) {
+  family(out, name, type, help);
+  out.append(name).append(" ").append(number(value)).append("\n");
+}
+
 }  // namespace
 
 std::string render_prometheus(const MetricsSnapshot& m) {
@@ -69,18 +75,26 @@ std::string render_prometheus(const MetricsSnapshot& m) {
   sample(out, "proxy_queue_capacity", "gauge",
          "Most connections that may wait for a worker; past it, load is shed with 503.",
          m.queue_capacity);
+  sample_real(out, "proxy_queue_delay_seconds", "gauge",
+         "How long the request waiting longest for a worker has waited (CoDel's measure).",
+         m.queue_delay_seconds);
   sample(out, "proxy_workers_busy", "gauge", "Workers serving a request now.", m.busy_workers);
   sample(out, "proxy_workers_total", "gauge", "Worker threads alive now.", m.total_workers);
   sample(out, "proxy_workers_min", "gauge", "Lower bound of the pool size.", m.min_workers);
   sample(out, "proxy_workers_max", "gauge", "Upper bound of the pool size.", m.max_workers);
   sample(out, "proxy_shed_total", "counter",
-         "Connections refused with 503 and Retry-After (queue full or connection cap).", m.shed);
+         "Requests refused with 503 and Retry-After (queueing delay, queue full, connection cap).",
+         m.shed);
   sample(out, "proxy_connections_open", "gauge", "Client connections open now.",
          m.open_connections);
   sample(out, "proxy_connections_idle", "gauge",
          "Open client connections parked in epoll between requests.", m.idle_connections);
   sample(out, "proxy_connections_idle_closed_total", "counter",
          "Client connections closed by the idle timeout.", m.idle_closed);
+  sample(out, "proxy_request_head_timeouts_total", "counter",
+         "Request heads not complete within the client timeout, answered 408 by the poller.",
+         m.head_timeouts);
+  sample(out, "proxy_tunnels_open", "gauge", "CONNECT tunnels open now.", m.tunnels_open);
 
   const char* latency = "proxy_request_duration_seconds";
   family(out, latency, "histogram",

@@ -46,14 +46,17 @@ struct MetricsSnapshot {
   CacheStats cache;                   ///< hits, misses, evictions, bytes, entries
   std::size_t queue_depth = 0;        ///< connections waiting for a worker
   std::size_t queue_capacity = 0;
+  double queue_delay_seconds = 0;     ///< age of the request waiting longest for a worker
   std::size_t busy_workers = 0;
   std::size_t total_workers = 0;
   std::size_t min_workers = 0;        ///< bounds of --workers auto (both = N when fixed)
   std::size_t max_workers = 0;
-  std::uint64_t shed = 0;             ///< connections refused with 503 (full queue or cap)
+  std::uint64_t shed = 0;             ///< refused with 503 (queueing delay, full queue, cap)
   std::size_t open_connections = 0;   ///< client connections open now
   std::size_t idle_connections = 0;   ///< of those, parked in epoll waiting for a request
   std::uint64_t idle_closed = 0;      ///< closed by the idle timeout
+  std::uint64_t head_timeouts = 0;    ///< request heads answered 408 by the poller
+  std::size_t tunnels_open = 0;       ///< CONNECT tunnels open now
   LatencyHistogram::Snapshot latency;
 };
 

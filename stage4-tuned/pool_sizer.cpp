@@ -6,13 +6,14 @@
 namespace proxy {
 namespace {
 
-// Intervals to stay below a ceiling once a growth step was undone, before probing again: the
-// load may have changed (another origin, fewer clients).
-constexpr int kHoldIntervals = 20;
 // Consecutive under-used intervals before the pool shrinks: a lull between bursts (or between
 // two benchmark runs) must not cost the workers the next burst needs. Idle threads cost only
 // their stacks; a pool too small costs queueing, which is p99.
 constexpr int kShrinkAfter = 8;
+// Throughput within this factor of the last interval's counts as "no longer rising".
+constexpr double kFlat = 1.10;
+// "Well past" the unloaded moment's concurrency, for the bottleneck rule.
+constexpr double kMoreConcurrency = 1.5;
 
 }  // namespace
 
@@ -22,6 +23,7 @@ PoolSizer::PoolSizer(PoolSizerOptions options, std::size_t initial) : options_(o
   if (!(options_.target_utilization > 0 && options_.target_utilization <= 1)) {
     options_.target_utilization = 0.75;
   }
+  if (!(options_.latency_rise > 1)) options_.latency_rise = 2.0;
   size_ = clamp(static_cast<double>(initial));
 }
 
@@ -29,62 +31,84 @@ std::size_t PoolSizer::clamp(double workers) const noexcept {
   if (!(workers >= 0)) workers = 0;  // NaN too
   const double bounded = std::clamp(workers, static_cast<double>(options_.min_workers),
                                     static_cast<double>(options_.max_workers));
-  return static_cast<std::size_t>(bounded);
+  return static_cast<std::size_t>(std::ceil(bounded));
 }
 
 std::size_t PoolSizer::next(std::size_t current, const PoolSample& sample) {
   current = clamp(static_cast<double>(current));
   size_ = current;
   if (sample.seconds <= 0) return size_;
-  const double throughput = static_cast<double>(sample.completed) / sample.seconds;
-  const double latency =
-      sample.completed > 0 ? sample.busy_seconds / static_cast<double>(sample.completed) : 0;
-  // Little's law: the workers that were busy on average, L = λ·W.
-  demand_ = sample.busy_seconds / sample.seconds;
-
-  if (judging_growth_) {
-    judging_growth_ = false;
-    const bool no_gain = throughput < throughput_before_ * options_.min_gain;
-    const bool slower = latency > latency_before_ * options_.latency_rise;
-    if (no_gain && slower && sample.completed > 0) {
-      // The last step bought latency, not throughput: past the downstream bottleneck (the
-      // cores, or the origin). Go back, and stay there for a while.
-      ceiling_ = size_before_growth_;
-      hold_ = kHoldIntervals;
-      size_ = clamp(static_cast<double>(size_before_growth_));
-      return size_;
-    }
-  }
-  if (hold_ > 0 && --hold_ == 0) ceiling_ = 0;
-
-  // A connection caught in the queue for an instant while most workers idle is not pressure;
-  // a queue behind mostly busy workers is.
   const double workers = static_cast<double>(current);
-  const bool pressure = sample.shed > 0 || demand_ >= options_.target_utilization * workers ||
-                        (sample.queued > 0 && demand_ >= 0.5 * workers);
+  const double throughput = static_cast<double>(sample.completed) / sample.seconds;
+  const bool measured = sample.completed >= options_.min_completions;
+  const double latency = measured ? sample.busy_seconds / static_cast<double>(sample.completed) : 0;
+  // Little's law, seeing work in progress: a worker stuck on a silent origin completes nothing
+  // but is busy now; the sampled average counts the ones that came and went.
+  demand_ = std::max(sample.busy_average, static_cast<double>(sample.busy_now));
+  // W₀ is the lowest latency seen, replaced by any later one seen at a comparable concurrency
+  // (the origin may have got slower, or faster) — never by one the pool's own extra concurrency
+  // inflated, or W₀ would creep up with the queue it is meant to detect (TCP Vegas's base RTT
+  // has the same trap).
+  if (measured && (base_.latency == 0 || latency < base_.latency ||
+                   demand_ <= kMoreConcurrency * base_.busy)) {
+    base_ = {latency, demand_};
+  }
+  const Observed base = base_;
+  const double previous_throughput = last_throughput_;
+  last_throughput_ = throughput;
+
+  // A downstream bottleneck: requests take latency_rise × longer than unloaded ones, and the
+  // pool's throughput stopped rising. Little's law at the bottleneck: it completes λ per second
+  // at W₀ each, so λ·W₀ workers keep it busy; latency_rise × that keeps latency within the
+  // rise. Shrinking at most by half per interval keeps one noisy interval from costing much.
+  // Only when the pool itself has raised the concurrency well past the unloaded moment's: an
+  // origin that simply got slower raises latency at any concurrency, and fewer workers would
+  // not help it.
+  if (measured && base.latency > 0 && latency > options_.latency_rise * base.latency &&
+      throughput < previous_throughput * kFlat && demand_ > kMoreConcurrency * base.busy) {
+    const double useful = options_.latency_rise * throughput * base.latency;
+    ceiling_ = clamp(std::max(useful, workers / 2));
+    underused_ = 0;
+    size_ = std::min(current, ceiling_);
+    return size_;
+  }
+
+  // More work in the system than workers: requests wait for want of one. A request waiting
+  // while workers sit idle is a scheduling delay (a CPU-starved machine), which more threads
+  // would only make worse.
+  const bool waiting = sample.queued > 0 &&
+                       static_cast<double>(sample.busy_now + sample.queued) > workers;
+  const bool pressure = sample.shed > 0 || waiting ||
+                        demand_ >= options_.target_utilization * workers;
   if (pressure) {
     underused_ = 0;
     // Little's law again: the work in the system is what is being served plus what waits, so
-    // that many workers (at the target utilization) would serve it without queueing. Grow at
-    // least a quarter, at once to that estimate when it is larger.
-    const double backlog = demand_ + static_cast<double>(sample.queued);
-    const double step = static_cast<double>(current + std::max<std::size_t>(1, current / 4));
-    std::size_t grown = clamp(std::max(step, std::ceil(backlog / options_.target_utilization)));
-    if (ceiling_ != 0) grown = std::min(grown, std::max(ceiling_, current));
-    if (grown > current) {
-      judging_growth_ = true;
-      size_before_growth_ = current;
-      throughput_before_ = throughput;
-      latency_before_ = latency;
+    // that many workers (at the target utilization) serve it without queueing: grow there at
+    // once. Past a bottleneck found earlier, only a quarter at a time (probing).
+    const double backlog = std::max(demand_, static_cast<double>(sample.busy_now)) +
+                           static_cast<double>(sample.queued);
+    const double step = workers + std::max(1.0, std::floor(workers / 4));
+    double wanted = std::max(step, backlog / options_.target_utilization);
+    // A ceiling is evidence about requests that complete; when none do (a silent origin) it
+    // says nothing, and only more workers can reach the requests queued behind the stuck ones.
+    if (ceiling_ != 0 && sample.completed > 0 && wanted > static_cast<double>(ceiling_)) {
+      wanted = std::max(static_cast<double>(ceiling_), step);
+      ceiling_ = clamp(wanted);
     }
-    size_ = grown;
+    size_ = std::max(current, clamp(wanted));
     return size_;
   }
+  if (sample.queued == 0) ceiling_ = 0;  // the load that found it is gone
   // Under-used for a while: shrink toward what Little's law says is needed, a quarter at a time,
-  // so that a brief lull does not throw away the workers a returning load needs.
-  const std::size_t wanted = clamp(std::ceil(demand_ / options_.target_utilization));
+  // so that a brief lull does not throw away the workers a returning load needs, and never below
+  // the workers busy now.
+  const std::size_t wanted = std::max(clamp(demand_ / options_.target_utilization),
+                                      clamp(static_cast<double>(sample.busy_now)));
   if (wanted < current && ++underused_ >= kShrinkAfter) {
-    size_ = std::max(wanted, clamp(static_cast<double>(current - std::max<std::size_t>(1, current / 4))));
+    const std::size_t quarter = current - std::max<std::size_t>(1, current / 4);
+    size_ = std::max(wanted, clamp(static_cast<double>(quarter)));
+  } else if (wanted >= current) {
+    underused_ = 0;
   }
   return size_;
 }

@@ -1,7 +1,14 @@
 // PoolSizer: `--workers auto`. Sizes the worker pool from what the proxy observes, by Little's
-// law (L = λ·W: the workers busy on average equal throughput times time per request) and a
-// hill climb on throughput: grow while more workers bring more throughput, step back when
-// they bring only latency. Pure arithmetic, no threads or clocks: every decision is a unit test.
+// law (L = λ·W: the workers needed equal throughput times time per request). Two rules:
+//   - pressure: more work (busy + queued) than workers, or demand near the pool's size, grows
+//     the pool at once to the work in the system now (busy + queued) — counted from workers busy
+//     *now*, so requests stuck on a silent origin count although none completes;
+//   - a downstream bottleneck (the origin's capacity, or the cores) shows as a latency gradient:
+//     mean latency W rises above the unloaded latency W₀ while throughput λ stays flat. Past
+//     rise·λ·W₀ workers, more only wait in someone else's queue, so the pool is brought back to
+//     that (the "gradient" concurrency limit of Netflix's concurrency-limits library, after TCP
+//     Vegas: W₀/W below 1 means a queue is forming downstream).
+// Pure arithmetic, no threads or clocks: every decision is a unit test.
 #pragma once
 
 #include <cstddef>
@@ -14,8 +21,11 @@ struct PoolSample {
   double seconds = 0;              ///< length of the interval
   std::uint64_t completed = 0;     ///< requests finished in it
   double busy_seconds = 0;         ///< sum of their service times (worker time), in seconds
-  std::size_t queued = 0;          ///< connections waiting for a worker at the end of it
-  std::uint64_t shed = 0;          ///< connections refused with 503 in it
+  double busy_average = 0;         ///< workers busy on average over it (sampled), L
+  std::size_t busy_now = 0;        ///< workers busy at its end (stuck ones included)
+  std::size_t queued = 0;          ///< requests waiting for a worker at its end
+  double oldest_wait = 0;          ///< how long the oldest of them has waited, in seconds
+  std::uint64_t shed = 0;          ///< requests refused with 503 in it
 };
 
 /// Bounds and pace of the controller.
@@ -25,10 +35,11 @@ struct PoolSizerOptions {
   /// Target utilization: size the pool so that Little's-law demand fills this share of it,
   /// leaving headroom for bursts (0 < target <= 1).
   double target_utilization = 0.75;
-  /// A step that raised latency by more than this factor without raising throughput by at
-  /// least `min_gain` is undone (the downstream bottleneck is reached).
-  double latency_rise = 1.25;
-  double min_gain = 1.05;
+  /// Downstream bottleneck: mean latency above `latency_rise` × the unloaded latency, with
+  /// throughput no longer rising, caps the pool at latency_rise × λ × W₀ workers.
+  double latency_rise = 2.0;
+  /// Intervals with fewer completions than this say nothing about latency.
+  std::uint64_t min_completions = 20;
 };
 
 /// Decides the next pool size after each interval. Not thread-safe: one controller thread.
@@ -38,29 +49,35 @@ class PoolSizer {
   PoolSizer(PoolSizerOptions options, std::size_t initial);
 
   /// The pool size for the next interval, given the current size and what it just did. Within
-  /// [min_workers, max_workers] always.
+  /// [min_workers, max_workers] always; below sample.busy_now only when a downstream bottleneck
+  /// was found (a busy worker above the size retires after its request, never mid-request).
   std::size_t next(std::size_t current, const PoolSample& sample);
 
   [[nodiscard]] const PoolSizerOptions& options() const noexcept { return options_; }
   /// The pool size the controller wants now.
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
-  /// Little's-law demand (average busy workers) in the last interval.
+  /// Little's-law demand (workers busy, on average or now, whichever is more) last interval.
   [[nodiscard]] double demand() const noexcept { return demand_; }
+  /// The unloaded latency W₀ (lowest mean service time at comparable concurrency), seconds;
+  /// 0 before any interval was measured.
+  [[nodiscard]] double base_latency() const noexcept { return base_.latency; }
 
  private:
+  // One interval's mean latency and the workers busy meanwhile.
+  struct Observed {
+    double latency = 0;
+    double busy = 0;
+  };
   std::size_t clamp(double workers) const noexcept;
 
   PoolSizerOptions options_;
   std::size_t size_;
   double demand_ = 0;
-  // The last growth step, to judge whether it paid off: throughput and mean latency before it.
-  bool judging_growth_ = false;
-  std::size_t size_before_growth_ = 0;
-  double throughput_before_ = 0;
-  double latency_before_ = 0;
-  // Intervals left before growing again after a step was undone (the ceiling found).
-  int hold_ = 0;
-  std::size_t ceiling_ = 0;  // 0: none found yet
+  Observed base_;  // W₀, the unloaded latency, and the concurrency it was seen at
+  double last_throughput_ = 0;
+  // After a bottleneck was found: growth past `ceiling_` goes in steps, not jumps, until the
+  // load goes away (the limit may have moved: another origin, fewer clients).
+  std::size_t ceiling_ = 0;  // 0: none found
   int underused_ = 0;        // consecutive intervals without pressure and with spare workers
 };
 

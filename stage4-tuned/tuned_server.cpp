@@ -1,17 +1,20 @@
 #include "tuned_server.h"
 
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <limits>
 #include <system_error>
 
+#include "http_message.h"
 #include "log.h"
 #include "overload.h"
 
@@ -20,9 +23,25 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The poller wakes at least this often to close idle connections and re-size the pool.
+// The poller does its housekeeping (timeouts, sizing, the shedder) at least this often.
 constexpr int kTickMs = 50;
+// Level-triggered and one-shot: the poller reads a readable connection until EAGAIN, so a
+// re-armed one fires again only when new bytes (or its end) arrive; a worker's connection is
+// disarmed until it comes back.
 constexpr std::uint32_t kParkedEvents = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
+
+// A head that trickles past --client-timeout-ms, answered by the poller without a worker.
+constexpr std::string_view k408Body = "408 Request Timeout: request head not received in time\n";
+constexpr std::string_view k408 =
+    "HTTP/1.1 408 Request Timeout\r\n"
+    "Content-Type: text/plain; charset=utf-8\r\n"
+    "Content-Length: 55\r\n"
+    "Connection: close\r\n"
+    "X-Cache: MISS\r\n"
+    "\r\n"
+    "408 Request Timeout: request head not received in time\n";
+static_assert(k408Body.size() == 55, "update Content-Length in k408");
+static_assert(k408.ends_with(k408Body));
 
 void epoll_control(int epoll_fd, int op, int fd, std::uint32_t events) {
   epoll_event event{};
@@ -55,19 +74,64 @@ PoolSizerOptions sizer_options(const TunedConfig& config) {
   return options;
 }
 
+QueueDelayOptions shedder_options(const TunedConfig& config) {
+  return {std::chrono::duration<double>(config.shed_delay).count(),
+          std::chrono::duration<double>(config.shed_interval).count()};
+}
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// A number from the first line of a /proc file, or `fallback`.
+std::uint64_t read_proc_number(const char* path, const char* key, std::uint64_t fallback) {
+  std::ifstream in(path);
+  std::string word;
+  while (in >> word) {
+    if (key == nullptr || word == key) {
+      std::uint64_t value = 0;
+      if (key == nullptr) {
+        try {
+          return std::stoull(word);
+        } catch (...) {
+          return fallback;
+        }
+      }
+      if (in >> value) return value;
+      return fallback;
+    }
+  }
+  return fallback;
+}
+
 }  // namespace
+
+std::size_t default_max_workers() {
+  constexpr std::uint64_t kNone = std::numeric_limits<std::uint64_t>::max();
+  std::uint64_t limit = kNone;
+  rlimit nproc{};
+  if (::getrlimit(RLIMIT_NPROC, &nproc) == 0 && nproc.rlim_cur != RLIM_INFINITY) {
+    limit = std::min<std::uint64_t>(limit, nproc.rlim_cur / 4);
+  }
+  const std::uint64_t threads_max = read_proc_number("/proc/sys/kernel/threads-max", nullptr, kNone);
+  if (threads_max != kNone) limit = std::min(limit, threads_max / 4);
+  const std::uint64_t available_kib = read_proc_number("/proc/meminfo", "MemAvailable:", kNone);
+  if (available_kib != kNone) limit = std::min(limit, available_kib / 2 / 256);
+  return static_cast<std::size_t>(std::clamp<std::uint64_t>(limit, 16, 1024));
+}
 
 TunedServer::TunedServer(Server& server, const TunedConfig& config)
     : server_(server),
       config_(config),
       options_(server.config().proxy),
       sizer_(sizer_options(config), initial_workers(config)),
-      pool_(initial_workers(config), config.queue, [this](Client client) { serve(std::move(client)); }) {
+      shedder_(shedder_options(config)),
+      tunnels_(server.stats(), server.config().proxy.tunnel_idle_timeout),
+      pool_(initial_workers(config), config.queue, [this](Job job) { serve(std::move(job)); }) {
   options_.keep_alive = true;
+  options_.drop_abandoned = true;
+  options_.adopt_tunnel = [this](EstablishedTunnel tunnel) { tunnels_.adopt(std::move(tunnel)); };
   options_.max_tunnels = config.max_tunnels != 0
                              ? config.max_tunnels
-                             : std::max<std::size_t>(1, (config.workers_auto ? config.max_workers
-                                                                             : config.workers) / 2);
+                             : std::max<std::size_t>(1, config.max_connections / 2);
   options_.metrics = [this] { return metrics_text(); };
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -78,7 +142,7 @@ TunedServer::TunedServer(Server& server, const TunedConfig& config)
     if (wake_fd_ >= 0) ::close(wake_fd_);
     throw std::system_error(error, std::generic_category(), "epoll/eventfd");
   }
-  last_resize_ = Clock::now();
+  started_ = last_resize_ = last_tick_ = next_408_log_ = Clock::now();
 }
 
 TunedServer::~TunedServer() {
@@ -105,30 +169,17 @@ void TunedServer::run() {
     }
     for (int i = 0; i < ready; ++i) {
       const int fd = events[static_cast<std::size_t>(i)].data.fd;
-      const std::uint32_t what = events[static_cast<std::size_t>(i)].events;
       if (fd == stop_fd) {
         stop = true;
       } else if (fd == listener) {
         accept_ready();
       } else if (fd == wake_fd_) {
         take_returned();
-      } else if (what & (EPOLLHUP | EPOLLERR)) {
-        // Gone while idle: nothing to serve. Destroying it closes it and leaves epoll.
-        if (static_cast<std::size_t>(fd) < idle_.size() && idle_[static_cast<std::size_t>(fd)]) {
-          idle_[static_cast<std::size_t>(fd)].reset();
-          idle_count_.fetch_sub(1, std::memory_order_relaxed);
-        }
       } else {
-        dispatch(fd);
+        readable(fd);
       }
     }
-    const auto now = Clock::now();
-    close_idle(now);
-    resize_pool(now);
-    if (listening_paused_ && now >= resume_listening_) {
-      listening_paused_ = false;
-      epoll_control(epoll_fd_, EPOLL_CTL_MOD, listener, EPOLLIN);
-    }
+    housekeeping(Clock::now());
   }
 
   // Stop: no new clients, idle connections closed, queued ones told 503, in-flight ones finish
@@ -137,8 +188,8 @@ void TunedServer::run() {
   epoll_control(epoll_fd_, EPOLL_CTL_DEL, listener, 0);
   idle_.clear();
   idle_count_.store(0);
-  for (Client& client : pool_.close()) {
-    reply_overloaded(client.connection.release(), server_.stats(), "shutting down",
+  for (Job& job : pool_.close()) {
+    reply_overloaded(job.client.connection.release(), server_.stats(), "shutting down",
                      "still queued for a worker");
   }
   pool_.shutdown();
@@ -146,85 +197,164 @@ void TunedServer::run() {
   returned_.clear();
 }
 
+// Every loop: the shedder sees the queueing delay now. Once a tick: timeouts and sizing.
+void TunedServer::housekeeping(Clock::time_point now) {
+  const double wait = oldest_wait(now);
+  queue_standing_.store(shedder_.observe(wait, seconds(now - started_)), std::memory_order_relaxed);
+  if (now - last_tick_ < Millis{kTickMs}) return;
+  last_tick_ = now;
+  busy_sum_ += static_cast<double>(pool_.busy());
+  ++busy_ticks_;
+  close_idle(now);
+  // Requests waiting past the shedding target while the pool may still grow: do not wait for
+  // the interval, a tick is enough evidence.
+  resize_pool(now, wait >= seconds(config_.shed_delay) / 2);
+  if (listening_paused_ && now >= resume_listening_) {
+    listening_paused_ = false;
+    epoll_control(epoll_fd_, EPOLL_CTL_MOD, server_.listener().fd(), EPOLLIN);
+  }
+}
+
 // Takes every pending connection (the listener is non-blocking), so one wakeup serves a burst.
 void TunedServer::accept_ready() {
-  const int listener = server_.listener().fd();
   for (;;) {
-    int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+    bool exhausted = false;
+    std::optional<Socket> socket = server_.try_accept(exhausted);
+    if (!socket) {
+      if (exhausted) {
         // The connection stays in the backlog and epoll would report it again at once: stop
         // listening for a moment instead of spinning.
         log_line(std::string("accept: ") + std::strerror(errno) + "; pausing accepts for 100 ms");
         listening_paused_ = true;
         resume_listening_ = Clock::now() + Millis{100};
-        epoll_control(epoll_fd_, EPOLL_CTL_MOD, listener, 0);
+        epoll_control(epoll_fd_, EPOLL_CTL_MOD, server_.listener().fd(), 0);
       }
-      return;  // EAGAIN: the backlog is empty
+      return;
     }
-    Socket socket(fd);
-    // --allow is judged at accept, before a byte of the request is read (an open proxy is an
-    // open relay). The 403 is a few bytes into an empty send buffer: it cannot block the poller.
-    if (!server_.admits(socket)) {
-      reply_forbidden(std::move(socket), server_.stats());
-      continue;
-    }
-    set_int_option(socket, IPPROTO_TCP, TCP_NODELAY, 1);
     if (open_.load(std::memory_order_relaxed) >= config_.max_connections) {
-      shed(std::move(socket), "too many open connections (--max-connections)");
+      shed(std::move(*socket), "too many open connections (--max-connections)");
       continue;
     }
     open_.fetch_add(1, std::memory_order_relaxed);
-    // A new client usually sends its request at once, and on loopback it is often here by
-    // now: then it goes straight to a worker, saving a trip through epoll. A silent one waits
-    // in epoll like any idle connection, holding no worker.
-    char probe;
-    const bool has_request = ::recv(fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
-    Client client(ClientConnection(std::move(socket)), open_);
-    if (has_request) {
-      submit(std::move(client));  // joins the epoll set only if it comes back for another
-    } else {
-      park(std::move(client));
-    }
+    park(Client(ClientConnection(std::move(*socket)), open_));
   }
 }
 
+// A new connection, or one a worker is done with: its next request head is read here. A new
+// client usually sends its request at once, and on loopback it is often here by now; a
+// returning one often has its next request waiting. Reading at once saves a trip through epoll.
 void TunedServer::park(Client client) {
   const int fd = client.connection.socket().fd();
   const auto index = static_cast<std::size_t>(fd);
-  // Once added, a connection stays in the set (EPOLLONESHOT disarms it while a worker has it)
-  // until it closes, so coming back costs one MOD. A Connection: close client, served straight
-  // from accept, never enters it.
-  if (!epoll_client(epoll_fd_, client.in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, kParkedEvents)) {
-    return;
-  }
-  client.in_epoll = true;
   if (index >= idle_.size()) idle_.resize(index + 1);
-  idle_[index] = std::make_unique<Idle>(Idle{std::move(client), Clock::now()});
+  const auto now = Clock::now();
+  idle_[index] = std::make_unique<Idle>(Idle{std::move(client), now, now, {}});
   idle_count_.fetch_add(1, std::memory_order_relaxed);
+  readable(fd);
 }
 
-void TunedServer::dispatch(int fd) {
+void TunedServer::readable(int fd) {
   const auto index = static_cast<std::size_t>(fd);
   if (index >= idle_.size() || !idle_[index]) return;
-  Client client = std::move(idle_[index]->client);
+  Idle& idle = *idle_[index];
+  switch (read_head(idle)) {
+    case HeadState::ready:
+      dispatch(idle);
+      break;
+    case HeadState::closed:
+      if (!idle.head.empty()) {
+        log_line("client " + idle.client.connection.peer() +
+                 ": closed before finishing its request head");
+      }
+      break;
+    case HeadState::more: {
+      // Once added, a connection stays in the set (EPOLLONESHOT disarms it while a worker has
+      // it) until it closes, so coming back costs one MOD.
+      Client& client = idle.client;
+      if (epoll_client(epoll_fd_, client.in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd,
+                       kParkedEvents)) {
+        client.in_epoll = true;
+        return;
+      }
+      break;
+    }
+  }
+  // Dispatched or closed: the slot is free (destroying a Client closes it and leaves epoll).
   idle_[index].reset();
   idle_count_.fetch_sub(1, std::memory_order_relaxed);
-  // EPOLLONESHOT disarmed the fd: no event for it until a worker hands it back.
+}
+
+// Reads whatever has arrived, without waiting, until the head is complete (or malformed: the
+// worker answers that), the peer ends, or nothing more is there.
+TunedServer::HeadState TunedServer::read_head(Idle& idle) {
+  const RequestLimits& limits = options_.limits;
+  // Past this, parse_request has its verdict (414 or 431) whatever follows.
+  const std::size_t most = limits.max_header_bytes + limits.max_request_line;
+  std::array<char, 16 * 1024> chunk;
+  bool fresh = false;
+  while (idle.head.size() <= most) {
+    const ssize_t n = ::recv(idle.client.connection.socket().fd(), chunk.data(), chunk.size(),
+                             MSG_DONTWAIT);
+    if (n > 0) {
+      if (idle.head.empty()) idle.first_byte = Clock::now();
+      idle.head.append(chunk.data(), static_cast<std::size_t>(n));
+      fresh = true;
+      if (static_cast<std::size_t>(n) < chunk.size()) break;  // most likely all there is
+      continue;
+    }
+    if (n == 0) return HeadState::closed;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+    return HeadState::closed;  // a reset
+  }
+  if (!fresh || idle.head.empty()) return HeadState::more;
+  if (idle.head.size() > most) return HeadState::ready;
+  Request request;
+  const RequestParseResult parsed = parse_request(idle.head, request, limits);
+  if (parsed.status != ParseStatus::incomplete) return HeadState::ready;
+  // Incomplete: if the read above stopped short of EAGAIN, a re-armed level-triggered fd
+  // fires again at once for the rest; that is one extra wakeup, not a spin.
+  return HeadState::more;
+}
+
+void TunedServer::dispatch(Idle& idle) {
+  Client client = std::move(idle.client);
+  client.connection.add_buffered(idle.head);
   submit(std::move(client));
+}
+
+// Queues a job, noting when it was queued for the shedder. The note goes first and is taken
+// back on refusal: a worker that starts the job at once must find it.
+bool TunedServer::enqueue(Client& client) {
+  const auto now = Clock::now();
+  {
+    std::lock_guard lock(waiting_mutex_);
+    waiting_.push_back(now);
+  }
+  Job job{std::move(client), now};
+  if (pool_.try_submit(std::move(job))) return true;
+  client = std::move(job.client);
+  std::lock_guard lock(waiting_mutex_);
+  waiting_.pop_back();  // the queue is full, so workers took none of the notes behind it
+  return false;
 }
 
 void TunedServer::submit(Client client) {
   // LAB(4) BEGIN TunedServer::submit
-  if (!pool_.try_submit(std::move(client))) {
-    // Load shedding: every worker is busy and the queue is full. Saying so at once beats a
-    // client timing out in a queue it cannot see.
+  // Load shedding by queueing delay (CoDel, queue_delay.h): while requests have stood in the
+  // queue past --shed-delay-ms for --shed-interval-ms, a newcomer would only wait behind them.
+  // Saying so at once beats a client timing out in a queue it cannot see.
+  if (queue_standing_.load(std::memory_order_relaxed)) {
+    shed(client.connection.release(), "requests have waited past --shed-delay-ms (CoDel)");
+    return;
+  }
+  // And a hard bound on memory: every worker busy and the queue full.
+  if (!enqueue(client)) {
     shed(client.connection.release(), "the worker queue is full (--queue)");
   }
   // LAB(4) STUB
   // // Until load shedding is written, a client the full queue refuses is dropped (a bare close).
-  // if (!pool_.try_submit(std::move(client))) {
+  // if (!enqueue(client)) {
   //   log_line("TODO(student) lab 4: TunedServer::submit dropped a client the full queue refused "
   //            "instead of shedding it with a 503 (stage4-tuned/tuned_server.cpp)");
   // }
@@ -242,16 +372,33 @@ void TunedServer::shed(Socket socket, const char* reason) {
   // LAB(4) END
 }
 
+double TunedServer::oldest_wait(Clock::time_point now) const {
+  std::lock_guard lock(waiting_mutex_);
+  return waiting_.empty() ? 0 : seconds(now - waiting_.front());
+}
+
 // On a worker: serve the requests this connection has ready, then hand it back to the poller.
-void TunedServer::serve(Client client) {
+void TunedServer::serve(Job job) {
+  const auto start = Clock::now();
+  {
+    std::lock_guard lock(waiting_mutex_);
+    if (!waiting_.empty()) waiting_.pop_front();
+  }
+  // CoDel drops at the head of the queue: a request that waited past the target while the queue
+  // stood is refused now rather than served late.
+  if (queue_standing_.load(std::memory_order_relaxed) && start - job.queued_at > config_.shed_delay) {
+    shed(job.client.connection.release(), "waited past --shed-delay-ms while the queue stood (CoDel)");
+    return;
+  }
+  Client& client = job.client;
   ClientConnection& connection = client.connection;
   Cache& cache = server_.cache();
   ProxyStats& stats = server_.stats();
   for (;;) {
     const std::uint64_t before = connection.requests();
-    const auto start = Clock::now();
+    const auto began = Clock::now();
     const bool open = serve_request(connection, cache, options_, stats);
-    if (connection.requests() != before) latency_.observe(Clock::now() - start);
+    if (connection.requests() != before) latency_.observe(Clock::now() - began);
     if (!open) return;                         // closed by serve_request
     if (!connection.has_buffered()) break;     // else: a pipelined request is already here
   }
@@ -276,31 +423,67 @@ void TunedServer::take_returned() {
 }
 
 void TunedServer::close_idle(Clock::time_point now) {
-  // A linear scan every tick; the poller is otherwise idle, and parked connections are few
-  // compared with what a scan of a vector costs.
-  const auto limit = config_.idle_timeout;
+  // A linear scan every tick; parked connections are few compared with what a scan of a
+  // vector costs.
   for (std::unique_ptr<Idle>& idle : idle_) {
-    if (idle && now - idle->since >= limit) {
-      idle.reset();
-      idle_count_.fetch_sub(1, std::memory_order_relaxed);
+    if (!idle) continue;
+    if (!idle->head.empty()) {
+      if (now - idle->first_byte < options_.client_timeout) continue;
+      time_out_head(*idle);
+    } else if (now - idle->since >= config_.idle_timeout) {
       idle_closed_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      continue;
     }
+    idle.reset();
+    idle_count_.fetch_sub(1, std::memory_order_relaxed);
   }
 }
 
-void TunedServer::resize_pool(Clock::time_point now) {
-  if (!config_.workers_auto || now - last_resize_ < config_.auto_interval) return;
+// A request head that trickled past --client-timeout-ms: 408, from the poller, never a worker
+// (slow-loris clients cannot hold the pool). The bytes fit an empty send buffer; what the
+// client sent has been read, so the close is an orderly FIN, not a reset that could destroy the
+// 408. Logged at most once a second: two thousand slow clients must not flood stderr.
+void TunedServer::time_out_head(Idle& idle) {
+  const Socket& socket = idle.client.connection.socket();
+  server_.stats().errors.fetch_add(1, std::memory_order_relaxed);
+  head_timeouts_.fetch_add(1, std::memory_order_relaxed);
+  [[maybe_unused]] ssize_t sent =
+      ::send(socket.fd(), k408.data(), k408.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  socket.shutdown_write();
+  const auto now = Clock::now();
+  if (now >= next_408_log_) {
+    std::string line = "client " + idle.client.connection.peer() +
+                       ": 408 request head not received in time";
+    if (unlogged_408_ > 0) line += " (and " + std::to_string(unlogged_408_) + " more not logged)";
+    log_line(line);
+    unlogged_408_ = 0;
+    next_408_log_ = now + Millis{1000};
+  } else {
+    ++unlogged_408_;
+  }
+}
+
+void TunedServer::resize_pool(Clock::time_point now, bool urgent) {
+  if (!config_.workers_auto) return;
+  const auto since = now - last_resize_;
+  if (since < config_.auto_interval && !(urgent && since >= Millis{kTickMs})) return;
   const LatencyHistogram::Snapshot latency = latency_.snapshot();
   const std::uint64_t shed = shed_.load(std::memory_order_relaxed);
   PoolSample sample;
-  sample.seconds = std::chrono::duration<double>(now - last_resize_).count();
+  sample.seconds = seconds(since);
   sample.completed = latency.count - last_latency_.count;
   sample.busy_seconds = latency.sum_seconds - last_latency_.sum_seconds;
+  sample.busy_average = busy_ticks_ > 0 ? busy_sum_ / static_cast<double>(busy_ticks_) : 0;
+  sample.busy_now = pool_.busy();
   sample.queued = pool_.queued();
+  sample.oldest_wait = oldest_wait(now);
   sample.shed = shed - last_shed_;
   last_latency_ = latency;
   last_shed_ = shed;
   last_resize_ = now;
+  busy_sum_ = 0;
+  busy_ticks_ = 0;
   const std::size_t next = sizer_.next(pool_.target(), sample);
   if (next != pool_.target()) pool_.resize(next);
 }
@@ -312,6 +495,7 @@ std::string TunedServer::metrics_text() const {
   m.cache = server_.cache().stats();
   m.queue_depth = pool_.queued();
   m.queue_capacity = pool_.queue_capacity();
+  m.queue_delay_seconds = oldest_wait(Clock::now());
   m.busy_workers = pool_.busy();
   m.total_workers = pool_.worker_count();
   m.min_workers = sizer_.options().min_workers;
@@ -320,6 +504,8 @@ std::string TunedServer::metrics_text() const {
   m.open_connections = open_.load(std::memory_order_relaxed);
   m.idle_connections = idle_count_.load(std::memory_order_relaxed);
   m.idle_closed = idle_closed_.load(std::memory_order_relaxed);
+  m.head_timeouts = head_timeouts_.load(std::memory_order_relaxed);
+  m.tunnels_open = server_.stats().tunnels_open.load(std::memory_order_relaxed);
   m.latency = latency_.snapshot();
   return render_prometheus(m);
 }

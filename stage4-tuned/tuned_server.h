@@ -1,13 +1,16 @@
 // Stage 4's concurrency model, half-sync/half-async: one poller thread (the async half) owns
-// an epoll set holding the listener and every idle client connection; a connection reaches the
-// worker pool (the sync half, blocking I/O with deadlines) only once it is readable, and goes
-// back to epoll after its response. A worker is never pinned to an idle keep-alive connection.
+// an epoll set holding the listener and every client connection between requests, and reads
+// each request head itself, without blocking; a connection reaches the worker pool (the sync
+// half, blocking I/O with deadlines) only once a whole request head has arrived, and goes back
+// to epoll after its response. A worker is never pinned to an idle keep-alive connection nor to
+// a client that trickles its head (the poller answers that one 408 itself).
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <mutex>
 #include <memory>
 #include <string>
@@ -18,24 +21,37 @@
 #include "metrics.h"
 #include "pool_sizer.h"
 #include "proxy.h"
+#include "queue_delay.h"
 #include "server.h"
+#include "tunnel_relay.h"
 
 namespace proxy {
+
+/// The most workers `--workers auto` may start when --max-workers is not given: what this
+/// machine allows, from the threads this user may start (RLIMIT_NPROC) and the system may hold
+/// (/proc/sys/kernel/threads-max), a quarter of each, and the memory available (MemAvailable in
+/// /proc/meminfo, half of it at 256 KiB a worker: its buffers and the stack it touches), the
+/// smallest of these, clamped to 16..1024.
+std::size_t default_max_workers();
 
 /// Stage 4's knobs beyond the shared ones. Times in milliseconds.
 struct TunedConfig {
   std::size_t workers = 0;             ///< fixed pool size; 0 means auto
   bool workers_auto = true;            ///< size the pool at run time (PoolSizer)
   std::size_t min_workers = default_worker_count();  ///< bounds for auto: the cores, at least
-  std::size_t max_workers = 64;
+  std::size_t max_workers = default_max_workers();  ///< see default_max_workers()
   Millis auto_interval{250};           ///< how often auto re-sizes
-  std::size_t queue = 128;             ///< connections that may wait for a worker; then 503
+  /// Requests that may wait for a worker at once, a bound on memory; past it, 503 at once.
+  std::size_t queue = 4096;
+  /// CoDel (queue_delay.h): queueing delay tolerated indefinitely...
+  Millis shed_delay{20};
+  /// ...and how long it must stand above that before requests are refused with 503.
+  Millis shed_interval{500};
   std::size_t max_connections = 10'000;  ///< open client connections; past it, 503 at accept
   Millis idle_timeout{5'000};          ///< a keep-alive connection silent this long is closed
   std::size_t cache_shards = 0;        ///< 0: as many as keep every object cacheable, at most 8
-  /// CONNECT tunnels open at once; past it a CONNECT gets 503 + Retry-After. A tunnel holds a
-  /// worker for its whole life, so this keeps tunnels from pinning the pool. 0: half the
-  /// largest pool (max_workers, or workers when fixed), at least 1.
+  /// CONNECT tunnels open at once; past it a CONNECT gets 503 + Retry-After. Each costs two
+  /// descriptors and its relay buffers (not a worker). 0: half of max_connections.
   std::size_t max_tunnels = 0;
 };
 
@@ -54,7 +70,7 @@ class TunedServer {
   void run();
   /// The Prometheus text /metrics answers with.
   [[nodiscard]] std::string metrics_text() const;
-  /// "workers=N (auto MIN..MAX) queue=N shed=N peak_queued=N" for the stats line.
+  /// "workers=N (auto MIN..MAX) queue=N shed=N peak_queued=N max_tunnels=N" for the stats line.
   [[nodiscard]] std::string stats_text() const;
 
  private:
@@ -86,20 +102,36 @@ class TunedServer {
     }
     std::atomic<std::size_t>* open_;
   };
+  // A connection between requests, owned by the poller: parked in epoll, and reading its next
+  // request head there (`head` holds what has arrived of it).
   struct Idle {
     Client client;
-    std::chrono::steady_clock::time_point since;
+    std::chrono::steady_clock::time_point since;       // parked at; the idle timeout runs from it
+    std::chrono::steady_clock::time_point first_byte;  // of `head`; the client timeout runs from it
+    std::string head;
   };
+  // A connection with a whole request head, waiting for a worker.
+  struct Job {
+    Client client;
+    std::chrono::steady_clock::time_point queued_at;
+  };
+  enum class HeadState { more, ready, closed };
 
-  void serve(Client client);          // on a worker
+  void serve(Job job);                // on a worker
   void accept_ready();                // on the poller
   void park(Client client);           // on the poller: wait in epoll for the next request
-  void dispatch(int fd);              // on the poller: a parked connection became readable
+  void readable(int fd);              // on the poller: bytes (or an end) on a parked connection
+  HeadState read_head(Idle& idle);    // on the poller: reads what has arrived, never waits
+  void dispatch(Idle& idle);          // on the poller: a whole head is here, to a worker
   void submit(Client client);         // on the poller: to a worker, or shed with 503
+  bool enqueue(Client& client);       // on the poller: false (client untouched) when full
   void take_returned();               // on the poller
+  void housekeeping(std::chrono::steady_clock::time_point now);
   void close_idle(std::chrono::steady_clock::time_point now);
-  void resize_pool(std::chrono::steady_clock::time_point now);
+  void time_out_head(Idle& idle);     // on the poller: 408, then close
+  void resize_pool(std::chrono::steady_clock::time_point now, bool urgent);
   void shed(Socket socket, const char* reason);
+  [[nodiscard]] double oldest_wait(std::chrono::steady_clock::time_point now) const;
 
   Server& server_;
   TunedConfig config_;
@@ -112,20 +144,34 @@ class TunedServer {
   std::atomic<std::uint64_t> shed_{0};
   std::atomic<std::uint64_t> idle_closed_{0};
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> queue_standing_{false};  // the shedder's verdict, for the workers
+  std::atomic<std::uint64_t> head_timeouts_{0};
 
   // Poller-only state.
   std::vector<std::unique_ptr<Idle>> idle_;  // indexed by fd; null where none
   bool listening_paused_ = false;
   std::chrono::steady_clock::time_point resume_listening_;
   PoolSizer sizer_;
+  QueueDelayShedder shedder_;
+  std::chrono::steady_clock::time_point started_;
   std::chrono::steady_clock::time_point last_resize_;
+  std::chrono::steady_clock::time_point last_tick_;
   LatencyHistogram::Snapshot last_latency_;
   std::uint64_t last_shed_ = 0;
+  double busy_sum_ = 0;      // pool_.busy() summed over the ticks since the last resize
+  std::size_t busy_ticks_ = 0;
+  std::chrono::steady_clock::time_point next_408_log_;
+  std::uint64_t unlogged_408_ = 0;
+
+  mutable std::mutex waiting_mutex_;  // guards waiting_
+  // When each queued job was queued, oldest first: the front's age is the queueing delay.
+  std::deque<std::chrono::steady_clock::time_point> waiting_;
 
   std::mutex returned_mutex_;  // guards returned_
   std::vector<Client> returned_;  // connections workers finished with, still open
 
-  ElasticPool<Client> pool_;  // last: its workers stop before the fields above go away
+  TunnelRelay tunnels_;  // before pool_: workers hand tunnels to it until they are joined
+  ElasticPool<Job> pool_;  // last: its workers stop before the fields above go away
 };
 
 }  // namespace proxy

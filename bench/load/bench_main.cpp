@@ -408,7 +408,7 @@ void write_report(const BenchOptions& o, const fs::path& out, const std::vector<
      << "Every server ran each load point back to back, " << o.duration_s
      << " s of wrk each (" << o.wrk_threads << " wrk threads), against the harness origin on the same "
      << "machine" << (o.replot ? " (tables re-drawn from bench.csv)" : "; the whole run took " + bench::format_duration(elapsed)) << ". `stage3-pool` ran with `--workers "
-     << o.pool_workers << "`; every other stage with its defaults. req/s counts answered requests only (2xx/3xx; a shed 503 "
+     << o.pool_workers << "`; every other stage with its defaults (stage4-tuned: `--workers auto`, beside stage 3's fixed count). req/s counts answered requests only (2xx/3xx; a shed 503 "
      << "is not throughput, it is in the non-2xx column). Ratios divide a server's req/s by "
      << "stage 1's and stage 3's at the same point (above 1× = faster). Bodies: 1 kB = 1,024 bytes, "
      << "100 kB = 100,000 bytes (so one object fits Proxy Lab's 102,400-byte limit with its head).\n\n"

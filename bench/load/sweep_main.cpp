@@ -41,6 +41,7 @@ struct SweepOptions {
   std::string out = "results/sweep";
   std::vector<std::string> stage_args;
   bool no_plot = false;
+  bool with_auto = false;  // also one point per connection count with --workers auto
 };
 
 // Column numbers (1-based, as gnuplot counts) of the CSV, by name.
@@ -108,6 +109,14 @@ std::string gnuplot_script(const SweepOptions& o, const std::vector<int>& connec
           (csv.parent_path() / "sweep.svg").string() + "'\n",
       "set terminal pngcairo size 1200,750 font 'sans,11'\nset output '" +
           (csv.parent_path() / "sweep.png").string() + "'\n"};
+  // The --workers auto points (workers 0 in the CSV) are drawn as a level line across the curve:
+  // the throughput the self-sized pool reached, to read against the fixed sizes.
+  if (o.with_auto) {
+    for (const int c : connections) {
+      gp << "stats '" << csv.string() << "' skip 1 using (($" << workers << "==0 && $" << conns
+         << "==" << c << ") ? $" << rps << " : 1/0) name 'auto" << c << "' nooutput\n";
+    }
+  }
   for (const auto& terminal : terminals) {
     bool titled_errors = false;  // one key entry for the error marks
     gp << terminal << "plot ";
@@ -117,6 +126,10 @@ std::string gnuplot_script(const SweepOptions& o, const std::vector<int>& connec
       const std::string only = "($" + std::to_string(conns) + "==" + std::to_string(c) + " ? ";
       const std::string file = "'" + csv.string() + "' skip 1";
       if (i > 0) gp << ", \\\n     ";
+      if (o.with_auto) {
+        gp << "auto" << c << "_max with lines dt 4 lw 2 lc rgb '" << color
+           << "' title '--workers auto, " << c << " connections', \\\n     ";
+      }
       gp << file << " using " << workers << ":" << only << "$" << rps
          << " : 1/0) with linespoints ls 1 lc rgb '" << color << "' title 'measured, " << c
          << " connections', \\\n     "
@@ -180,6 +193,9 @@ int run(int argc, char** argv) {
   app.add_option("--out", o.out, "Output folder")->capture_default_str();
   app.add_option("--stage-arg", o.stage_args, "Extra argument for the stage (repeatable)");
   app.add_flag("--no-plot", o.no_plot, "Write the CSV and the gnuplot script, do not run gnuplot");
+  app.add_flag("--auto", o.with_auto,
+               "Also measure the stage with --workers auto at each connection count (a stage that "
+               "sizes its own pool: stage4-tuned); CSV workers 0, drawn as a level line");
   CLI11_PARSE(app, argc, argv);
 
   const std::vector<int> workers = bench::parse_int_list(o.workers);
@@ -195,7 +211,7 @@ int run(int argc, char** argv) {
       bench::start_origin(o.bin_dir, o.delay_ms, o.capacity, (out / "logs" / "origin.log").string());
   const std::string target = "http://" + origin.address() + "/bytes/" + std::to_string(o.body_bytes);
 
-  const std::size_t total = workers.size() * connections.size();
+  const std::size_t total = (workers.size() + (o.with_auto ? 1 : 0)) * connections.size();
   std::cerr << "tuning-sweep: " << o.stage << ", " << total << " points of " << o.duration_s
             << " s (about " << bench::format_duration(std::chrono::seconds(total * (o.duration_s + 1)))
             << "), origin " << origin.address() << " delay " << o.delay_ms << " ms"
@@ -206,8 +222,10 @@ int run(int argc, char** argv) {
   std::set<int> with_errors;  // connection counts with an error at some point
   const auto started = std::chrono::steady_clock::now();
   std::size_t done = 0;
+  std::vector<int> points = workers;
+  if (o.with_auto) points.push_back(0);  // 0: --workers auto
   for (int c : connections) {
-    for (int w : workers) {
+    for (int w : points) {
       bench::LoadPoint point;
       point.scenario = "sweep";
       point.server = o.stage;
@@ -217,9 +235,10 @@ int run(int argc, char** argv) {
       point.body_bytes = o.body_bytes;
       point.origin_delay_ms = o.delay_ms;
       point.origin_capacity = o.capacity;
-      point.bound_rps = bench::littles_law_bound(bench::in_flight_limit(w, c, o.capacity), o.delay_ms);
+      point.bound_rps = bench::littles_law_bound(bench::in_flight_limit(w == 0 ? c : w, c, o.capacity), o.delay_ms);
 
-      bench::ServerCommand stage{o.stage, {stage_path.string(), "--port", "0", "--workers", std::to_string(w)}};
+      const std::string size = w == 0 ? std::string("auto") : std::to_string(w);
+      bench::ServerCommand stage{o.stage, {stage_path.string(), "--port", "0", "--workers", size}};
       stage.argv.insert(stage.argv.end(), o.stage_args.begin(), o.stage_args.end());
       harness::WrkOptions wrk;
       wrk.target = target;
@@ -228,7 +247,7 @@ int run(int argc, char** argv) {
       wrk.threads = o.wrk_threads;
       wrk.duration = std::chrono::seconds(o.duration_s);
       wrk.timeout = std::chrono::seconds(o.timeout_s);
-      const std::string log = (out / "logs" / (o.stage + "-w" + std::to_string(w) + "-c" + std::to_string(c) + ".log")).string();
+      const std::string log = (out / "logs" / (o.stage + "-w" + size + "-c" + std::to_string(c) + ".log")).string();
       bench::measure(stage, wrk, log, point);
 
       rows.push_back(bench::csv_row(point));

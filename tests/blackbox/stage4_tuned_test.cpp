@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <poll.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -136,6 +138,12 @@ Exposition parse_exposition(const std::string& text) {
 }
 
 class TunedStage : public StageTest {
+ public:
+  // For the helpers the liveness tests share.
+  std::uint16_t port() const { return proxy_port(); }
+  std::string url(const std::string& path) const { return origin_url(path); }
+  harness::OriginServer& origin() { return *origin_; }
+
  protected:
   Exposition metrics() {
     HttpResponse r = exchange(proxy_port(), "GET /metrics HTTP/1.1\r\nHost: proxy\r\n"
@@ -201,8 +209,10 @@ TEST_P(TunedStage, LogsRefusalsAtMostOncePerSecondNotOncePerRefusal) {
   EXPECT_LT(lines, kClients / 2) << log;
 }
 
+// The hard bound on the queue (memory). Shedding by queueing delay is set out of reach here
+// (--shed-delay-ms): this is about the bound alone, and the queued client must be served late.
 TEST_P(TunedStage, ShedsWith503AndRetryAfterWhenTheQueueIsFullInsteadOfHanging) {
-  start_stage({"--workers", "1", "--queue", "1"});
+  start_stage({"--workers", "1", "--queue", "1", "--shed-delay-ms", "600000"});
   // The only worker is busy with a slow request...
   proxy::Socket busy = send_request(proxy_port(), proxy_get(origin_url("/delay/3000/bytes/10")));
   ASSERT_TRUE(origin_->wait_for_requests("/delay/", 1, kDeadline));
@@ -404,6 +414,123 @@ TEST_P(TunedStage, AutoSizedPoolGrowsUnderLoadAndShrinksBackWithinItsBounds) {
   EXPECT_TRUE(metrics_until([](const Exposition& m) { return m["proxy_workers_total"] == 2; },
                             within_bounds, kDeadline))
       << "the pool never shrank back to its minimum when idle";
+}
+
+// ---- Liveness: what a slow origin or a slow client may not take from everyone else ----
+// The stuck requests below wait on an origin that holds them far longer (--origin-timeout-ms
+// 60 s) than each check's deadline (5 s), so a proxy that waits them out fails the check.
+constexpr auto kLive = 5s;
+
+// Requests on a silent origin (/stall holds them unanswered) keep their workers busy; a hit and
+// /metrics must still be answered: the sizer counts workers busy now, not only completed
+// requests, and grows past the stuck ones.
+void expect_hit_and_metrics_answered_behind_stuck_requests(TunedStage& test, int stuck) {
+  ASSERT_EQ(fetch(test.port(), test.url("/bytes/100?hit")).status, 200);
+  std::vector<proxy::Socket> stalled;
+  for (int i = 0; i < stuck; ++i) {
+    stalled.push_back(send_request(test.port(), proxy_get(test.url("/stall?" + std::to_string(i)))));
+  }
+  ASSERT_TRUE(test.origin().wait_for_requests("/stall", 2, kDeadline));
+  proxy::Socket hit = send_request(test.port(), proxy_get(test.url("/bytes/100?hit"), {"Connection: close"}));
+  std::optional<HttpResponse> answer = read_response(hit, kLive);
+  ASSERT_TRUE(answer.has_value()) << "a hit waited behind " << stuck << " stuck requests";
+  EXPECT_EQ(answer->status, 200);
+  EXPECT_EQ(answer->field("X-Cache"), "HIT");
+  proxy::Socket metrics = send_request(test.port(), "GET /metrics HTTP/1.1\r\nHost: proxy\r\nConnection: close\r\n\r\n");
+  std::optional<HttpResponse> m = read_response(metrics, kLive);
+  ASSERT_TRUE(m.has_value()) << "/metrics waited behind " << stuck << " stuck requests";
+  EXPECT_EQ(m->status, 200);
+  EXPECT_TRUE(test.origin().wait_for_requests("/stall", static_cast<std::uint64_t>(stuck), kDeadline))
+      << "every stuck request reached the origin: the pool grew past them";
+}
+
+TEST_P(TunedStage, AnswersAHitAndMetricsWhileTwoRequestsAreStuckOnASilentOrigin) {
+  start_stage({"--origin-timeout-ms", "60000", "--min-workers", "2"});
+  expect_hit_and_metrics_answered_behind_stuck_requests(*this, 2);
+}
+
+TEST_P(TunedStage, AnswersAHitAndMetricsWhileFiftyRequestsAreStuckOnASilentOrigin) {
+  start_stage({"--origin-timeout-ms", "60000", "--min-workers", "2"});
+  expect_hit_and_metrics_answered_behind_stuck_requests(*this, 50);
+}
+
+// Slow-loris: clients that open a connection and send part of a head, then nothing. The poller
+// reads heads itself, so they hold descriptors, never workers: a fixed pool of 2 still serves.
+TEST_P(TunedStage, ServesANormalGetWhileTwoThousandSlowLorisClientsHoldPartialHeads) {
+  rlimit files{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &files), 0);
+  constexpr rlim_t kClients = 2000;
+  if (files.rlim_cur < kClients + 500) {
+    files.rlim_cur = std::min<rlim_t>(files.rlim_max, kClients + 1000);
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &files), 0);
+  }
+  ASSERT_GE(files.rlim_cur, kClients + 500) << "this test needs descriptors for 2,000 clients";
+  // The stage inherits the raised limit: it needs a descriptor per client too.
+  start_stage({"--workers", "2", "--client-timeout-ms", "60000", "--idle-timeout-ms", "60000"});
+  std::vector<proxy::Socket> loris;
+  loris.reserve(kClients);
+  for (rlim_t i = 0; i < kClients; ++i) {
+    loris.push_back(send_request(proxy_port(), "GET " + origin_url("/bytes/10") + " HTTP/1.1\r\nHost: "));
+  }
+  proxy::Socket normal = send_request(proxy_port(), proxy_get(origin_url("/bytes/10"), {"Connection: close"}));
+  std::optional<HttpResponse> answer = read_response(normal, kDeadline);
+  ASSERT_TRUE(answer.has_value()) << "a normal GET waited behind slow-loris clients";
+  EXPECT_EQ(answer->status, 200);
+  // And they are still open, waiting (not shed, not cut).
+  pollfd first{loris.front().fd(), POLLIN, 0};
+  EXPECT_EQ(::poll(&first, 1, 0), 0);
+}
+
+// A client that hangs up while its request waits on the origin frees its worker at once: with
+// a fixed pool of 2, twenty abandoned /stall requests do not delay the next GET.
+TEST_P(TunedStage, AClientThatHangsUpFreesItsWorkerAtOnce) {
+  start_stage({"--workers", "2", "--origin-timeout-ms", "60000"});
+  {
+    std::vector<proxy::Socket> abandoned;
+    for (int i = 0; i < 20; ++i) {
+      abandoned.push_back(send_request(proxy_port(), proxy_get(origin_url("/stall?" + std::to_string(i)))));
+    }
+    ASSERT_TRUE(origin_->wait_for_requests("/stall", 2, kDeadline));
+  }  // every client hangs up
+  proxy::Socket next = send_request(proxy_port(), proxy_get(origin_url("/bytes/10"), {"Connection: close"}));
+  std::optional<HttpResponse> answer = read_response(next, kLive);
+  ASSERT_TRUE(answer.has_value()) << "abandoned requests still held the workers";
+  EXPECT_EQ(answer->status, 200);
+  EXPECT_THAT(stage_log(), HasSubstr("origin request dropped"));
+}
+
+// A tunnel holds no worker: with a fixed pool of 2 and four tunnels open, a GET is served, and
+// the tunnels still carry bytes (an HTTP exchange with the origin through one of them).
+TEST_P(TunedStage, OpenTunnelsHoldNoWorker) {
+  const std::string base = origin_url("");
+  const std::string port = base.substr(base.rfind(':') + 1);
+  start_stage({"--workers", "2", "--connect-ports", port});
+  const std::string connect = "CONNECT 127.0.0.1:" + port + " HTTP/1.1\r\nHost: 127.0.0.1:" + port + "\r\n\r\n";
+  std::vector<proxy::Socket> tunnels;
+  for (int i = 0; i < 4; ++i) {
+    tunnels.push_back(send_request(proxy_port(), connect));
+    std::string head;
+    std::array<char, 1024> buf;
+    const auto until = std::chrono::steady_clock::now() + kDeadline;
+    while (head.find("\r\n\r\n") == std::string::npos && std::chrono::steady_clock::now() < until) {
+      auto got = tunnels.back().read_some(buf, 1s);
+      if (got.status == proxy::IoStatus::ok) head.append(buf.data(), got.bytes);
+      else if (got.status != proxy::IoStatus::timeout) break;
+    }
+    ASSERT_TRUE(head.starts_with("HTTP/1.1 200")) << "tunnel " << i << ": " << head;
+  }
+  proxy::Socket get = send_request(proxy_port(), proxy_get(origin_url("/bytes/10"), {"Connection: close"}));
+  std::optional<HttpResponse> answer = read_response(get, kLive);
+  ASSERT_TRUE(answer.has_value()) << "open tunnels held the workers";
+  EXPECT_EQ(answer->status, 200);
+  // Through the last tunnel, straight to the origin.
+  ASSERT_EQ(tunnels.back().write_all("GET /bytes/7 HTTP/1.1\r\nHost: origin\r\nConnection: close\r\n\r\n", 5s).status,
+            proxy::IoStatus::ok);
+  std::optional<HttpResponse> through = read_response(tunnels.back(), kDeadline);
+  ASSERT_TRUE(through.has_value());
+  EXPECT_EQ(through->status, 200);
+  EXPECT_EQ(through->body, harness::deterministic_bytes(7));
+  EXPECT_EQ(metrics()["proxy_tunnels_open"], 4);
 }
 
 TEST(Stage4Help, DocumentsEveryFlagWithItsUnit) {

@@ -4,26 +4,44 @@
 
 #include <atomic>
 #include <chrono>
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
 
 #include "elastic_pool.h"
 #include "pool_sizer.h"
+#include "queue_delay.h"
 
 namespace proxy {
 namespace {
 
 using namespace std::chrono_literals;
 
-// One second in which `busy` workers were busy on average serving `rate` requests/s.
-PoolSample second_of(double rate, double busy, std::size_t queued = 0) {
+// One second in which `busy` workers were busy on average serving `rate` requests/s, each taking
+// busy/rate seconds (Little's law), `busy_now` of them busy at its end, `queued` waiting.
+PoolSample second_of(double rate, double busy, std::size_t queued = 0, double busy_now = -1,
+                     double oldest_wait = 0) {
   PoolSample s;
   s.seconds = 1;
   s.completed = static_cast<std::uint64_t>(rate);
   s.busy_seconds = busy;
+  s.busy_average = busy;
+  s.busy_now = static_cast<std::size_t>(busy_now < 0 ? busy : busy_now);
   s.queued = queued;
+  s.oldest_wait = oldest_wait;
   return s;
+}
+
+// A closed loop of `clients` that each send a request as soon as the last one is answered,
+// through `size` workers, to a downstream that serves at most `capacity` requests/s and takes
+// `service` seconds each when it is not queueing: what one interval of it looks like.
+PoolSample closed_loop(std::size_t size, double clients, double service, double capacity) {
+  const double workers = std::min(static_cast<double>(size), clients);
+  const double throughput = std::min(workers / service, capacity);
+  const double latency = workers / throughput;  // Little's law: W = L / λ
+  return second_of(throughput, throughput * latency, static_cast<std::size_t>(clients - workers),
+                   workers, clients > workers ? latency : 0);
 }
 
 TEST(PoolSizer, GrowsWhileEveryWorkerIsBusyAndThroughputKeepsRising) {
@@ -33,34 +51,92 @@ TEST(PoolSizer, GrowsWhileEveryWorkerIsBusyAndThroughputKeepsRising) {
   // size / 20 ms and every worker is busy (L = λ·W = size).
   for (int step = 0; step < 30; ++step) {
     const double rate = static_cast<double>(size) / 0.020;
-    size = sizer.next(size, second_of(rate, static_cast<double>(size)));
+    size = sizer.next(size, second_of(rate, static_cast<double>(size), 5));
     ASSERT_LE(size, 40u);
   }
   EXPECT_EQ(size, 40u) << "throughput rose with every step, so the pool should reach its max";
 }
 
-TEST(PoolSizer, StepsBackWhenMoreWorkersBringLatencyButNoThroughput) {
-  PoolSizer sizer({2, 64}, 8);
-  // Pressure at 8 workers: grows.
-  std::size_t size = sizer.next(8, second_of(4000, 8, 5));
-  ASSERT_GT(size, 8u);
-  // The bigger pool served the same 4000/s, each request now slower: a CPU-bound plateau.
-  // Mean latency (busy seconds / completed) rose from 2 ms to 3 ms; throughput did not.
-  std::size_t after = sizer.next(size, second_of(4000, 12, 5));
-  EXPECT_EQ(after, 8u) << "the step bought latency, not throughput: undo it";
-  // And it holds there under the same pressure instead of probing again at once.
-  EXPECT_EQ(sizer.next(after, second_of(4000, 8, 5)), 8u);
+// Requests stuck on an origin that never answers complete nothing, so a sizer that counts only
+// completed requests sees no demand at all. Busy-now sees them; the pool grows past them within
+// an interval or two, and does not shrink while they are stuck.
+TEST(PoolSizer, SilentOriginGrowsPastTheStuckWorkersAndNeverShrinksBelowThem) {
+  PoolSizer sizer({2, 1000}, 2);
+  // Two workers stuck, a cache hit queued behind them for 200 ms.
+  std::size_t size = sizer.next(2, second_of(0, 0, 1, 2, 0.2));
+  EXPECT_GE(size, 4u) << "one interval: more workers than stuck ones plus the waiting hit";
+  // Fifty stuck, one more waiting.
+  size = sizer.next(size, second_of(0, 50, 1, 50, 0.2));
+  EXPECT_GT(size, 51u);
+  // Nothing completes for a minute of intervals: the stuck workers are still busy.
+  for (int step = 0; step < 240; ++step) size = sizer.next(size, second_of(0, 50, 0, 50));
+  EXPECT_GE(size, 50u) << "never below the number busy";
 }
 
-TEST(PoolSizer, ShrinksTowardLittlesLawDemandButNeverBelowItsMinimum) {
+// A burst: a hundred requests arrive at once at an idle pool. The work in the system is known
+// now (busy + queued), so the pool grows to serve it in one interval, not one quarter at a time.
+TEST(PoolSizer, BurstGrowsToTheBacklogInOneInterval) {
+  PoolSizer sizer({2, 1000}, 2);
+  const std::size_t size = sizer.next(2, second_of(100, 2, 100, 2, 0.01));
+  EXPECT_GE(size, 102u);
+  EXPECT_LE(size, 200u) << "at the target utilization, not the maximum";
+}
+
+// A lull between bursts keeps the workers for a while (the next burst needs them), then gives
+// them back a quarter at a time, down to Little's-law demand and never below the minimum.
+TEST(PoolSizer, LullKeepsWorkersForAWhileThenShrinksTowardDemandButNeverBelowItsMinimum) {
   PoolSizer sizer({3, 64}, 32);
   std::size_t size = 32;
+  for (int step = 0; step < 7; ++step) size = sizer.next(size, second_of(0, 0));
+  EXPECT_EQ(size, 32u) << "a short lull costs no workers";
   // 100 requests/s at 10 ms each: L = 1 busy worker on average.
   for (int step = 0; step < 40; ++step) size = sizer.next(size, second_of(100, 1.0));
   EXPECT_EQ(size, 3u);
   EXPECT_NEAR(sizer.demand(), 1.0, 1e-9);
-  // Idle: stays at the minimum.
   EXPECT_EQ(sizer.next(size, second_of(0, 0)), 3u);
+}
+
+// Cache hits are CPU-bound: two cores serve 4,000 hits/s at 0.5 ms of CPU each whatever the
+// pool size, and more workers only queue for the cores. The pool settles near the cores, not
+// at its maximum.
+TEST(PoolSizer, CpuBoundHitsSettleNearTheCoresNotTheMaximum) {
+  PoolSizer sizer({2, 256}, 2);
+  std::size_t size = 2;
+  std::size_t largest_late = 0;
+  for (int step = 0; step < 60; ++step) {
+    size = sizer.next(size, closed_loop(size, 100, 0.0005, 4000));
+    if (step >= 20) largest_late = std::max(largest_late, size);
+  }
+  EXPECT_LE(largest_late, 8u) << "more workers than cores brought latency, not throughput";
+}
+
+// A downstream bottleneck: an origin that serves at most 500 requests/s (10 at a time, 20 ms
+// each) behind 200 clients. Growth stops where throughput stops — about λ·W₀ = 10 workers, times
+// the tolerated latency rise — instead of filling the maximum with workers that only wait.
+TEST(PoolSizer, DownstreamBottleneckStopsGrowthWhereThroughputStops) {
+  PoolSizer sizer({2, 1000}, 2);
+  std::size_t size = 2;
+  std::size_t largest_late = 0;
+  double throughput = 0;
+  for (int step = 0; step < 80; ++step) {
+    const PoolSample sample = closed_loop(size, 200, 0.020, 500);
+    throughput = static_cast<double>(sample.completed);
+    size = sizer.next(size, sample);
+    if (step >= 20) largest_late = std::max(largest_late, size);
+  }
+  EXPECT_LE(largest_late, 40u);
+  EXPECT_GE(size, 10u) << "enough workers to keep the origin busy";
+  EXPECT_EQ(throughput, 500) << "and it is kept busy";
+}
+
+// The same 20 ms origin without a capacity limit: every worker adds throughput, so the pool
+// grows to the clients (at the target utilization) and stays there.
+TEST(PoolSizer, UnlimitedOriginGrowsToTheClientsAndStays) {
+  PoolSizer sizer({2, 1000}, 2);
+  std::size_t size = 2;
+  for (int step = 0; step < 40; ++step) size = sizer.next(size, closed_loop(size, 400, 0.020, 1e9));
+  EXPECT_GE(size, 400u);
+  EXPECT_LE(size, 600u);
 }
 
 TEST(PoolSizer, ClampsItsStartAndIgnoresAnEmptyInterval) {
@@ -69,6 +145,23 @@ TEST(PoolSizer, ClampsItsStartAndIgnoresAnEmptyInterval) {
   EXPECT_EQ(sizer.next(8, PoolSample{}), 8u);
   PoolSizer low({0, 0}, 0);
   EXPECT_EQ(low.size(), 1u) << "min 0 counts as 1, and max is at least min";
+}
+
+// CoDel: a burst that drains within the interval is absorbed; a delay that stays above the
+// target for a whole interval is a standing queue, shed until the delay falls below target.
+TEST(QueueDelayShedder, AbsorbsABurstButShedsAStandingQueueUntilItDrains) {
+  QueueDelayShedder codel({0.010, 0.100});
+  EXPECT_FALSE(codel.observe(0, 0.0));
+  EXPECT_FALSE(codel.observe(0.050, 0.05)) << "above target, but not for an interval yet";
+  EXPECT_FALSE(codel.observe(0.002, 0.10)) << "the burst drained";
+  EXPECT_FALSE(codel.observe(0.020, 0.20));
+  EXPECT_FALSE(codel.observe(0.060, 0.24));
+  EXPECT_TRUE(codel.observe(0.120, 0.30)) << "above 10 ms since 0.19: standing";
+  EXPECT_TRUE(codel.observe(0.030, 0.35)) << "still above target";
+  EXPECT_FALSE(codel.observe(0.005, 0.40)) << "below target: accept again";
+  // A stuck queue seen for the first time after a long wait is standing at once.
+  QueueDelayShedder late({0.010, 0.100});
+  EXPECT_TRUE(late.observe(1.0, 5.0));
 }
 
 // Waits for `condition` with a generous deadline; the pool's threads change state on their own.
