@@ -69,7 +69,7 @@ clean:
 
 # --- Load measurements (issue 7): `make sweep`, `make bench` ------------------------------
 # Both need wrk and gnuplot (scripts/install-deps bench); `make bench PEERS=1` also squid,
-# tinyproxy and nginx (scripts/install-deps peers). Only the programs they run are built.
+# tinyproxy, nginx and varnish (scripts/install-deps peers). Only the programs they run are built.
 # make sweep [STAGE=stage3-pool] [WORKERS="1 2 4 ..."] [CONNECTIONS=100] [DURATION=10]
 #            [ORIGIN_DELAY_MS=20] [ORIGIN_CAPACITY=0] [WORKLOAD=miss|hit] [QUICK=1]
 # make bench [DURATION=5] [BENCH_CONNECTIONS="1 10 100 400"] [POOL_WORKERS=128] [PEERS=1] [QUICK=1]

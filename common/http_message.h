@@ -87,6 +87,10 @@ std::optional<std::string_view> find_field(const HeaderFields& fields, std::stri
 /// `token`, case-insensitively, in any of its occurrences.
 bool field_has_token(const HeaderFields& fields, std::string_view name, std::string_view token);
 
+/// The number of field lines named `name` (case-insensitive), whatever their values. A server
+/// answers 400 to a request with more than one Host line, even identical ones (RFC 9112 §3.2).
+std::size_t count_fields(const HeaderFields& fields, std::string_view name) noexcept;
+
 /// Splits a comma-separated list value into trimmed, non-empty elements (RFC 9110 §5.6.1).
 std::vector<std::string_view> split_list(std::string_view value);
 

@@ -79,7 +79,9 @@ bool serve_request(ClientConnection& connection, Cache& cache, const ProxyOption
   if (ctx.persistent) connection.buffered_ = after_head;  // the next pipelined request
 
   bool orderly = true;  // false: the response was cut, and the client must see a reset
-  if (options.metrics && request.method == "GET" && request.target == "/metrics") {
+  if (count_fields(request.fields, "Host") > 1) {
+    reply_error(ctx, 400, "more than one Host field (RFC 9112 §3.2)");
+  } else if (options.metrics && request.method == "GET" && request.target == "/metrics") {
     send_metrics(ctx, options.metrics());
   } else if (connect) {
     orderly = serve_connect(ctx, request, after_head);
@@ -251,7 +253,7 @@ std::optional<Socket> fetch_from_origin(Context& ctx, const Request& request,
   if (!origin) return std::nullopt;
   std::string fields = via_field(ctx, request.version_minor);
   fields.resize(fields.size() - 2);  // build_origin_request adds the CRLF
-  if (std::string framing_field = body.framing_field(); !framing_field.empty()) {
+  if (std::string framing_field = body.framing_field(request); !framing_field.empty()) {
     fields += "\r\n" + framing_field;
   }
   const std::string out = build_origin_request(request, uri, fields) + body.first_bytes();

@@ -12,6 +12,7 @@
 #include <cstdio>
 
 #include "body_relay.h"
+#include "rewrite.h"
 #include "transaction.h"
 
 namespace proxy {
@@ -63,10 +64,9 @@ bool read_checked_part(Context& ctx, std::string_view buffered, RequestBody& bod
 
 }  // namespace
 
-std::string RequestBody::framing_field() const {
-  if (framing.kind == BodyKind::none) return {};
-  if (rest && framing.kind == BodyKind::chunked) return "Transfer-Encoding: chunked";
-  return "Content-Length: " + std::to_string(rest ? framing.length : checked.size());
+std::string RequestBody::framing_field(const Request& request) const {
+  return origin_framing_field(request, framing, rest ? framing.length : checked.size(),
+                              rest && framing.kind == BodyKind::chunked);
 }
 
 std::string RequestBody::first_bytes() const {

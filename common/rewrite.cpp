@@ -56,4 +56,14 @@ std::string build_origin_request(const Request& request, const AbsoluteUri& uri,
   // LAB(1) END
 }
 
+std::string origin_framing_field(const Request& request, const BodyFraming& body,
+                                 std::uint64_t length, bool stream_chunked) {
+  if (body.kind == BodyKind::none) {
+    // A Content-Length that request_body_framing let through with no body says 0.
+    return find_field(request.fields, "Content-Length") ? "Content-Length: 0" : "";
+  }
+  if (stream_chunked) return "Transfer-Encoding: chunked";
+  return "Content-Length: " + std::to_string(length);
+}
+
 }  // namespace proxy

@@ -4,6 +4,7 @@
 #include <string>
 #include <string_view>
 
+#include "body_reader.h"
 #include "http_message.h"
 #include "uri.h"
 
@@ -27,5 +28,14 @@ bool is_hop_by_hop_in(std::string_view name, const HeaderFields& fields);
 /// "Via: 1.1 stage1-sequential\r\nContent-Length: 12"). Ends with the blank line.
 std::string build_origin_request(const Request& request, const AbsoluteUri& uri,
                                  std::string_view body_framing_field = {});
+
+/// The body framing field, without its CRLF, for the request the origin receives (RFC 9112 §6):
+/// "Transfer-Encoding: chunked" when the proxy streams `body` in chunks it makes itself,
+/// "Content-Length: `length`" for a body it sends whole (a chunked one decoded), and for a request
+/// without a body "Content-Length: 0" when the client sent one, else nothing. RFC 9110 §8.6: a
+/// user agent sends Content-Length with a POST or PUT even when it is 0, and an origin may answer
+/// 411 without it. `body` is request_body_framing's verdict on `request`.
+std::string origin_framing_field(const Request& request, const BodyFraming& body,
+                                 std::uint64_t length, bool stream_chunked);
 
 }  // namespace proxy

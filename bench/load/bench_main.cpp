@@ -1,10 +1,12 @@
 // stage-bench: every stage side by side on the scenarios of the two studies (make bench):
-//   hits vs misses      1 kB and 100 kB bodies, 10 connections, 1 ms origin
+//   hits vs misses      1 kB and 100 kB bodies, 10 connections, 1 ms origin (1 kB hits also
+//                       at 100 keep-alive connections)
 //   quick I/O           1 kB body, 1 ms origin, miss path, 1/10/100/400 connections
 //   long I/O            100 kB body, 50 ms origin, miss path, 1/10/100/400 connections
 //   memory              peak RSS, VSZ and threads per stage at 400 connections
 //   APDEX and dropped   per stage and load, with T stated
-// with optional peers (--peers: squid, tinyproxy, and nginx serving the bodies directly).
+// with optional peers (--peers: squid, tinyproxy, nginx serving the bodies directly, and the
+// caching reverse proxies nginx proxy_cache and varnish in front of the same origin).
 // Every load point runs all servers back to back, so machine noise hits them alike. Writes
 // OUT/bench.csv, OUT/bench.md (tables with ratios to stage 1 and stage 3), OUT/bench.gp and
 // OUT/bench.svg / .png, and every server's log in OUT/logs/.
@@ -51,6 +53,9 @@ struct Server {
   bench::ServerCommand command;
   bool peer = false;
 };
+
+// Stands in a peer's command line for the origin's HOST:PORT, known only once it started.
+constexpr const char* kOriginArgument = "@ORIGIN@";
 
 struct BenchOptions {
   std::string bin_dir;
@@ -230,7 +235,9 @@ int run(int argc, char** argv) {
                  "--workers for stage3-pool (other stages keep their defaults)")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
-  app.add_flag("--peers", o.peers, "Also run squid, tinyproxy and nginx (bench/peers/)");
+  app.add_flag("--peers", o.peers,
+               "Also run squid, tinyproxy, nginx (files), nginx proxy_cache and varnish "
+               "(bench/peers/)");
   app.add_option("--wrk-threads", o.wrk_threads, "wrk threads")->capture_default_str();
   app.add_option("--quick-apdex-ms", o.quick_t_ms, "APDEX T for quick I/O, ms")->capture_default_str();
   app.add_option("--long-apdex-ms", o.long_t_ms, "APDEX T for long I/O, ms")->capture_default_str();
@@ -267,12 +274,19 @@ int run(int argc, char** argv) {
       servers.push_back({{peer, {peers + peer, "--dir", (out / "peers" / peer).string()}, true}, true});
     servers.push_back(
         {{"nginx-direct", {peers + "nginx", "--dir", (out / "peers" / "nginx").string()}, true}, true});
+    // Reverse proxies: they forward to the origin they are given, whatever the target names.
+    for (const char* peer : {"nginx-cache", "varnish"})
+      servers.push_back({{peer,
+                          {peers + peer, "--dir", (out / "peers" / peer).string(), "--origin",
+                           kOriginArgument},
+                          true},
+                         true});
   }
   const std::string stage3 = "stage3-pool";
 
   const std::vector<int> ten = {10};
   std::vector<Scenario> scenarios = {
-      {"hit-1k", "hit", kSmallBody, 1, ten, o.quick_t_ms, true},
+      {"hit-1k", "hit", kSmallBody, 1, {10, 100}, o.quick_t_ms, true},
       {"hit-100k", "hit", kLargeBody, 1, ten, o.quick_t_ms, true},
       {"miss-100k", "miss", kLargeBody, 1, ten, o.quick_t_ms, false},
       {"quick-io", "miss", kSmallBody, 1, levels, o.quick_t_ms, false},
@@ -355,8 +369,11 @@ void measure_all(const BenchOptions& o, const fs::path& out, const std::vector<S
         wrk.duration = std::chrono::seconds(o.duration_s);
         wrk.apdex_t_ms = s.apdex_t_ms;
         const std::string log = (out / "logs" / (server.command.name + "-" + s.name + "-c" + std::to_string(c) + ".log")).string();
+        bench::ServerCommand command = server.command;
+        for (auto& arg : command.argv)
+          if (arg == kOriginArgument) arg = origin.address();
         try {
-          bench::measure(server.command, wrk, log, point);
+          bench::measure(command, wrk, log, point);
         } catch (const std::exception& error) {
           // One server failing (a peer not installed) must not cost the rest of the run.
           std::cerr << "stage-bench: " << server.command.name << " " << s.name << " c=" << c
@@ -417,7 +434,9 @@ void write_report(const BenchOptions& o, const fs::path& out, const std::vector<
        << ratio(rps(h100), m100) << " |\n";
   }
   md << "\n(1 kB misses are the quick-I/O run at 10 connections. nginx-direct serves the same bodies "
-        "as static files, no proxy: the ceiling for a hit on this machine.)\n\n"
+        "as static files, no proxy: the ceiling for a hit on this machine. nginx-cache (nginx "
+        "proxy_cache) and varnish are caching reverse proxies in front of the same origin, kept-alive "
+        "connections to it; squid and tinyproxy are forward proxies like the stages.)\n\n"
      << "Hit throughput with ratios:\n\n";
   throughput_table(md, results, scenarios[0], servers, stage1, stage3);
   md << "\n";

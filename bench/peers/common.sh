@@ -2,13 +2,16 @@
 # throw-away config under its --dir (default results/peers/NAME), never touching /etc, starts
 # the daemon in the foreground on 127.0.0.1, prints `listening on 127.0.0.1:PORT` once the port
 # accepts connections (the same first line as the stages, so harness::Process can run it),
-# and stops the daemon on SIGTERM/SIGINT.
+# and stops the daemon on SIGTERM/SIGINT. Reverse proxies (nginx-cache, varnish) are told the
+# origin they cache with --origin HOST:PORT: they forward every request there, whatever its
+# absolute-form target names.
 
 peer_usage() {
   cat >&2 <<USAGE
-usage: $0 [--port P] [--dir DIR]
-  --port P   port on 127.0.0.1; 0 or absent: a free one
-  --dir DIR  where the generated config, logs and state go (default: results/peers/$PEER)
+usage: $0 [--port P] [--dir DIR] [--origin HOST:PORT]
+  --port P            port on 127.0.0.1; 0 or absent: a free one
+  --dir DIR           where the generated config, logs and state go (default: results/peers/$PEER)
+  --origin HOST:PORT  the origin a reverse proxy forwards to (nginx-cache and varnish need it)
 Prints 'listening on 127.0.0.1:PORT' when ready; SIGTERM or SIGINT stops it.
 USAGE
   exit 2
@@ -16,14 +19,20 @@ USAGE
 
 PORT=0
 DIR=""
+ORIGIN=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --port) PORT="$2"; shift 2 ;;
     --dir) DIR="$2"; shift 2 ;;
+    --origin) ORIGIN="$2"; shift 2 ;;
     -h|--help) peer_usage ;;
     *) echo "$0: unknown argument $1" >&2; peer_usage ;;
   esac
 done
+if [[ "${PEER_NEEDS_ORIGIN:-0}" == 1 && ! "$ORIGIN" =~ ^[0-9.]+:[0-9]+$ ]]; then
+  echo "$0: --origin HOST:PORT (an IPv4 address and a port) is required" >&2
+  peer_usage
+fi
 DIR="${DIR:-results/peers/$PEER}"
 mkdir -p "$DIR"
 DIR="$(cd "$DIR" && pwd)"
@@ -55,6 +64,8 @@ if [[ "$PORT" == 0 ]]; then PORT="$(pick_port)"; fi
 
 # The daemon's process id, set by the peer script; stopped on SIGTERM/SIGINT.
 DAEMON_PID=""
+# A peer script may define peer_cleanup (e.g. to remove a cache kept in /dev/shm); it runs on
+# every exit, after the daemon stopped.
 stop_daemon() {
   if [[ -n "$DAEMON_PID" ]] && kill -0 "$DAEMON_PID" 2>/dev/null; then
     kill -TERM "$DAEMON_PID" 2>/dev/null || true
@@ -62,7 +73,11 @@ stop_daemon() {
   fi
   exit 0
 }
+run_peer_cleanup() {
+  if declare -F peer_cleanup >/dev/null; then peer_cleanup || true; fi
+}
 trap stop_daemon TERM INT
+trap run_peer_cleanup EXIT
 
 # Waits (up to 30 s) until 127.0.0.1:PORT accepts a connection while the daemon lives, then
 # prints the listening line and waits for the daemon. Exits 1 with the log's tail otherwise.

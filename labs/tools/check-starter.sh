@@ -4,7 +4,8 @@
 #   check-starter.sh reference TOOL SOURCE BIN_DIR LAB...
 #       every test group of each LAB in labs/manifest.json names at least one test that exists
 #       in the reference's binaries (BIN_DIR/unit_tests, BIN_DIR/blackbox_tests), so a renamed
-#       test cannot silently drop out of a lab.
+#       test cannot silently drop out of a lab; and the handout and hints file the manifest names
+#       for each LAB exist (lab-handout refuses to write a starter without them).
 #   check-starter.sh starter TOOL SOURCE WORK LAB
 #       writes lab LAB's starter tree to WORK/tree (the same folder for every lab, so the build
 #       in WORK/build is incremental from one lab to the next), builds it (-O0, -Werror: a build
@@ -46,6 +47,14 @@ if [ "$mode" = reference ]; then
       fi
     done < "${TMPDIR:-/tmp}/labs-groups.$$"
     rm -f "${TMPDIR:-/tmp}/labs-groups.$$"
+    for doc in $("$tool" --lab "$lab" --source "$source" --print docs); do
+      if [ -f "$source/$doc" ]; then
+        echo "lab $lab: $doc is there"
+      else
+        echo "FAIL: lab $lab: $doc, named by labs/manifest.json, does not exist"
+        status=1
+      fi
+    done
   done
   exit $status
 fi

@@ -55,10 +55,17 @@ struct Region {
   std::string name;
 };
 
+/// What a stub's TODO(student) line points the student at: a lab's handout and hints file.
+struct LabDocs {
+  std::string dir;    ///< the handout's folder, e.g. labs/lab3-pool (README.md in it)
+  std::string hints;  ///< its hints file, e.g. labs/lab3-pool/HINTS.md; empty when none
+};
+
 /// Rewrites `text` for the handout of `lab` (0: validate only, keep everything). Throws
 /// std::runtime_error naming file:line on a malformed region. Appends each region to `regions`.
+/// `lab_docs` (by lab number) fills each stub's TODO(student) line.
 std::string transform(const std::string& text, const std::string& file, int lab,
-                      std::vector<Region>& regions, const std::map<int, std::string>& lab_dirs = {}) {
+                      std::vector<Region>& regions, const std::map<int, LabDocs>& lab_docs = {}) {
   static const std::regex begin_re(R"(^(\s*)// LAB\((\d+)\) BEGIN (\S.*)$)");
   static const std::regex stub_re(R"(^\s*// LAB\((\d+)\) STUB\s*$)");
   static const std::regex end_re(R"(^\s*// LAB\((\d+)\) END\s*$)");
@@ -83,10 +90,12 @@ std::string transform(const std::string& text, const std::string& file, int lab,
       state = State::reference;
       stubbed = lab > 0 && open.lab >= lab;
       if (stubbed) {
-        auto dir = lab_dirs.find(open.lab);
+        auto docs = lab_docs.find(open.lab);
+        const bool known = docs != lab_docs.end();
         out += indent + "// TODO(student) lab " + std::to_string(open.lab) + ": " + open.name +
-               ". Replace this stub with your code (" +
-               (dir == lab_dirs.end() ? std::string("labs") : dir->second) + "/README.md).\n";
+               ". Replace this stub with your code (" + (known ? docs->second.dir : std::string("labs")) +
+               "/README.md" + (known && !docs->second.hints.empty() ? "; stuck? " + docs->second.hints : "") +
+               ").\n";
       }
       continue;
     }
@@ -166,11 +175,21 @@ std::set<std::string> hidden_sources(const json& manifest) {
   return hidden;
 }
 
+/// The lab's handout (DIR/README.md) and, when the manifest names one, its hints file: what a
+/// student reads, so every starter tree must hold them.
+std::vector<std::string> handout_docs(const json& entry) {
+  std::vector<std::string> docs{entry.value("dir", "labs") + "/README.md"};
+  if (entry.contains("hints")) docs.push_back(entry.at("hints").get<std::string>());
+  return docs;
+}
+
 /// Writes the handout of `lab` from `source` to `out`; returns the regions it met.
 std::vector<Region> generate(const fs::path& source, const fs::path& out, int lab, const json& manifest) {
   const std::set<std::string> hidden = hidden_sources(manifest);
-  std::map<int, std::string> lab_dirs;
-  for (const json& l : manifest["labs"]) lab_dirs[l.at("number").get<int>()] = l.value("dir", "labs");
+  std::map<int, LabDocs> lab_docs;
+  for (const json& l : manifest["labs"]) {
+    lab_docs[l.at("number").get<int>()] = LabDocs{l.value("dir", "labs"), l.value("hints", "")};
+  }
   std::vector<Region> regions;
   for (auto it = fs::recursive_directory_iterator(source); it != fs::recursive_directory_iterator(); ++it) {
     const fs::path relative = fs::relative(it->path(), source);
@@ -188,7 +207,7 @@ std::vector<Region> generate(const fs::path& source, const fs::path& out, int la
     } else if (it->is_regular_file()) {
       std::string text = slurp(it->path());
       if (is_source(it->path()) && text.find("// LAB(") != std::string::npos) {
-        text = transform(text, rel, lab, regions, lab_dirs);
+        text = transform(text, rel, lab, regions, lab_docs);
       }
       write_if_changed(out / relative, text);
       fs::permissions(out / relative, fs::status(it->path()).permissions());
@@ -218,8 +237,9 @@ int main(int argc, char** argv) {
   app.add_flag("--list-regions", list_regions, "Print every lab region of SOURCE (file:line lab name) and exit");
   app.add_option("--print", print,
                  "Print one line per test group of lab N and exit: 'tests' (binary TAB filter "
-                 "TAB visibility TAB id), 'stages' or 'graded'")
-      ->check(CLI::IsMember({"tests", "stages", "graded"}));
+                 "TAB visibility TAB id), 'stages', 'graded' or 'docs' (the handout and its hints "
+                 "file)")
+      ->check(CLI::IsMember({"tests", "stages", "graded", "docs"}));
   CLI11_PARSE(app, argc, argv);
   try {
     if (manifest_path.empty()) manifest_path = (fs::path(source) / "labs" / "manifest.json").string();
@@ -230,6 +250,10 @@ int main(int argc, char** argv) {
         std::cout << t.at("binary").get<std::string>() << "\t" << t.at("filter").get<std::string>()
                   << "\t" << t.value("visibility", "visible") << "\t" << t.at("id").get<std::string>() << "\n";
       }
+      return 0;
+    }
+    if (print == "docs") {
+      for (const std::string& doc : handout_docs(entry)) std::cout << doc << "\n";
       return 0;
     }
     if (print == "stages" || print == "graded") {
@@ -276,14 +300,22 @@ int main(int argc, char** argv) {
         return 2;
       }
     }
-    std::vector<Region> regions = generate(source, out, lab, manifest);
+    const std::vector<Region> regions = generate(source, out, lab, manifest);
+    // A starter without its handout or hints would leave the student with stubs and no text.
+    for (const std::string& doc : handout_docs(entry)) {
+      if (!fs::is_regular_file(fs::path(out) / doc)) {
+        throw std::runtime_error("the handout tree has no " + doc + " (labs/manifest.json names it)");
+      }
+    }
     // Tells the tree's CMake (labs/CMakeLists.txt) and the grader that this is a handout.
     write_if_changed(fs::path(out) / "labs" / "HANDOUT",
                      "lab " + std::to_string(lab) + " starter, generated by lab-handout from the reference\n");
     int stubbed = 0;
     for (const Region& r : regions) stubbed += r.lab >= lab ? 1 : 0;
     std::cout << "lab " << lab << " (" << entry.value("dir", "") << "): " << out << " written; "
-              << stubbed << " of " << regions.size() << " lab regions are TODO(student) stubs\n";
+              << stubbed << " of " << regions.size() << " lab regions are TODO(student) stubs; for the student:";
+    for (const std::string& doc : handout_docs(entry)) std::cout << " " << doc;
+    std::cout << "\n";
     if (tarball) {
       const fs::path dir = fs::absolute(out).lexically_normal();
       const std::string name = dir.filename().string();

@@ -479,6 +479,53 @@ TEST_P(Methods, ViaIsAppendedToForwardedRequestsAndResponses_Rfc9110_7_6_3) {
   EXPECT_THAT(hit.raw, HasSubstr("Via: 1.1 " + me + "\r\n"));
 }
 
+// ---- Request framing (RFC 9110 §8.6, RFC 9112 §3.2) ----
+
+TEST_P(Methods, AnEmptyBodysContentLengthZeroReachesTheOrigin_Rfc9110_8_6) {
+  start_stage();
+  // /anything echoes the fields it received as JSON: ["Name","value"] pairs.
+  for (const char* method : {"POST", "PUT", "PATCH"}) {
+    HttpResponse empty = exchange(
+        proxy_port(), closing_request(origin_url("/anything/empty"), {"Content-Length: 0"}, 1,
+                                      method));
+    EXPECT_EQ(empty.status, 200) << method;
+    EXPECT_THAT(empty.body, HasSubstr("\"method\":\"" + std::string(method) + "\""));
+    EXPECT_THAT(empty.body, HasSubstr("[\"Content-Length\",\"0\"]")) << method << ": " << empty.body;
+    EXPECT_THAT(empty.body, HasSubstr("\"body_length\":0"));
+  }
+  // A request that sent no framing gets none added.
+  HttpResponse bare = exchange(
+      proxy_port(), closing_request(origin_url("/anything/bare"), {}, 1, "POST"));
+  EXPECT_EQ(bare.status, 200);
+  EXPECT_THAT(bare.body, Not(HasSubstr("Content-Length"))) << bare.body;
+  EXPECT_THAT(bare.body, Not(HasSubstr("Transfer-Encoding"))) << bare.body;
+}
+
+TEST_P(Methods, MoreThanOneHostFieldIsAnswered400AndNeverForwarded_Rfc9112_3_2) {
+  start_stage();
+  const std::string url = origin_url("/anything/hosts");
+  const std::string authority = url.substr(7, url.find('/', 7) - 7);
+  // "more than one Host header field line": two equal lines are refused like two different ones.
+  for (const std::string& second : {std::string("Host: elsewhere.example"), "Host: " + authority}) {
+    HttpResponse refused =
+        exchange(proxy_port(), closing_request(url, {second}, 1, "GET"));
+    EXPECT_EQ(refused.status, 400) << second << "\n" << refused.raw;
+    EXPECT_EQ(refused.field("X-Cache"), "MISS");
+  }
+  // A POST with a body, and the pair split by another field, too.
+  HttpResponse post = exchange(
+      proxy_port(),
+      closing_request(url, {"Accept: */*", "host: elsewhere.example", "Content-Length: 2"}, 1,
+                      "POST") + "hi");
+  EXPECT_EQ(post.status, 400) << post.raw;
+  EXPECT_EQ(origin_->request_count("/anything/hosts"), 0u) << "a refused request reached the origin";
+  // One Host, even one naming another authority, is still served: the URI wins (RFC 9112 §3.2.2).
+  HttpResponse one = exchange(
+      proxy_port(), "GET " + url + " HTTP/1.1\r\nHost: elsewhere.example\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(one.status, 200) << one.raw;
+  EXPECT_EQ(origin_->request_count("/anything/hosts"), 1u);
+}
+
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Methods);
 INSTANTIATE_TEST_SUITE_P(Stages, Methods, ::testing::ValuesIn(built_stages()), stage_name);
 

@@ -454,5 +454,24 @@ TEST(SplitList, TrimsAndDropsEmptyElements) {
   }
 }
 
+TEST(CountFields, CountsEveryLineOfANameWhateverItsCaseOrValue_Rfc9112_3_2) {
+  const HeaderFields fields = {{"Host", "a"}, {"Accept", "*/*"}, {"host", "a"}, {"HOST", "b"}};
+  EXPECT_EQ(count_fields(fields, "Host"), 3u);
+  EXPECT_EQ(count_fields(fields, "Accept"), 1u);
+  EXPECT_EQ(count_fields(fields, "Via"), 0u);
+}
+
+TEST(CountFields, TheParserKeepsEveryHostLineOfAnAbsoluteFormRequest_Rfc9112_3_2) {
+  // The proxy answers 400 to more than one Host line, so the parser must not fold them into one.
+  for (const char* second : {"Host: b.example\r\n", "Host: a.example\r\n"}) {
+    const std::string text = std::string("GET http://a.example/ HTTP/1.1\r\nHost: a.example\r\n") +
+                             second + "\r\n";
+    ExactBuffer buffer(text);
+    Request request;
+    ASSERT_EQ(parse_request(buffer.view(), request).status, ParseStatus::complete) << second;
+    EXPECT_EQ(count_fields(request.fields, "Host"), 2u) << second;
+  }
+}
+
 }  // namespace
 }  // namespace proxy

@@ -28,14 +28,21 @@
 #include <vector>
 
 #include "bounded_queue.h"
+#include "pool_test_support.h"
 #include "socket.h"
 
 namespace {
 
 using namespace std::chrono_literals;
 
-// Long enough for a loaded 2-core machine under TSan; a real hang still fails.
-constexpr auto kDeadline = 30s;
+using pool_test::Call;
+using pool_test::within;
+
+// Long enough for a loaded 2-core machine under TSan; a real hang still fails in seconds.
+constexpr auto kDeadline = 15s;
+
+// A crash in these tests names the likely trap before the signal ends the process.
+[[maybe_unused]] const bool kCrashHintInstalled = pool_test::install_crash_hint();
 
 // A count that tests can wait on.
 class Tally {
@@ -123,7 +130,9 @@ TEST(BoundedQueue, PopsItemsInTheOrderTheyWerePushed) {
   proxy::BoundedQueue<int> queue(3);
   for (int i = 1; i <= 3; ++i) EXPECT_TRUE(queue.push(int{i}));
   EXPECT_EQ(queue.size(), 3u);
-  for (int i = 1; i <= 3; ++i) EXPECT_EQ(queue.pop(), i);
+  for (int i = 1; i <= 3; ++i) {
+    EXPECT_EQ(within("pop() on a queue holding items", pool_test::kLostWakeup, [&] { return queue.pop(); }), i);
+  }
   EXPECT_EQ(queue.peak_size(), 3u);
 }
 
@@ -143,19 +152,22 @@ TEST(BoundedQueue, APushIntoAFullQueueWaitsForAPop) {
   proxy::BoundedQueue<int> queue(1);
   ASSERT_TRUE(queue.push(1));
   std::atomic<bool> pushed{false};
-  std::jthread producer([&] { pushed = queue.push(2); });
-  EXPECT_EQ(queue.pop(), 1);  // makes room; the producer's push can now complete
-  EXPECT_EQ(queue.pop(), 2);  // blocks until it has
-  producer.join();
+  Call producer([&] { pushed = queue.push(2); });
+  // The first pop makes room; the producer's push can then complete and the second pop see it.
+  EXPECT_EQ(within("pop() on a full queue", pool_test::kLostWakeup, [&] { return queue.pop(); }), 1);
+  EXPECT_EQ(within("pop() while a producer waits for room", pool_test::kLostWakeup,
+                   [&] { return queue.pop(); }),
+            2);
+  producer.finish("push() on a full queue after a pop made room", pool_test::kLostWakeup);
   EXPECT_TRUE(pushed);
 }
 
 TEST(BoundedQueue, CloseWakesABlockedPop) {
   proxy::BoundedQueue<int> queue(1);
   std::optional<int> popped = 42;
-  std::jthread consumer([&] { popped = queue.pop(); });
-  static_cast<void>(queue.close());
-  consumer.join();  // would hang if close() did not wake the waiting pop
+  Call consumer([&] { popped = queue.pop(); });
+  static_cast<void>(within("close()", pool_test::kCloseWakes, [&] { return queue.close(); }));
+  consumer.finish("pop() on an empty queue after close()", pool_test::kCloseWakes);
   EXPECT_EQ(popped, std::nullopt);
 }
 
@@ -164,9 +176,10 @@ TEST(BoundedQueue, CloseWakesAProducerBlockedOnAFullQueueAndLeavesItsItem) {
   ASSERT_TRUE(queue.push(std::make_unique<int>(1)));
   bool pushed = true;
   auto item = std::make_unique<int>(2);
-  std::jthread producer([&] { pushed = queue.push(std::move(item)); });
-  std::deque<std::unique_ptr<int>> left = queue.close();
-  producer.join();
+  Call producer([&] { pushed = queue.push(std::move(item)); });
+  std::deque<std::unique_ptr<int>> left =
+      within("close()", pool_test::kCloseWakes, [&] { return queue.close(); });
+  producer.finish("push() on a full queue after close()", pool_test::kCloseWakes);
   EXPECT_FALSE(pushed);
   EXPECT_NE(item, nullptr) << "a push refused by close() keeps its item with the caller";
   ASSERT_EQ(left.size(), 1u);
@@ -179,9 +192,9 @@ TEST(BoundedQueue, AStopWakesAProducerBlockedOnAFullQueueAndLeavesItsItem) {
   std::stop_source stop;
   bool pushed = true;
   auto item = std::make_unique<int>(2);
-  std::jthread producer([&] { pushed = queue.push(std::move(item), stop.get_token()); });
+  Call producer([&] { pushed = queue.push(std::move(item), stop.get_token()); });
   stop.request_stop();
-  producer.join();
+  producer.finish("push(item, stop) on a full queue after the stop", pool_test::kStopWakes);
   EXPECT_FALSE(pushed);
   EXPECT_NE(item, nullptr) << "a push ended by a stop keeps its item with the caller";
   EXPECT_EQ(queue.size(), 1u);
@@ -200,7 +213,9 @@ TEST(BoundedQueue, APushWithAStopStillQueuesWhenThereIsRoom) {
   std::stop_source stop;
   stop.request_stop();
   EXPECT_TRUE(queue.push(7, stop.get_token()));
-  EXPECT_EQ(queue.pop(), 7);
+  EXPECT_EQ(within("pop() on a queue holding an item", pool_test::kLostWakeup,
+                   [&] { return queue.pop(); }),
+            7);
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
@@ -215,7 +230,8 @@ TEST(BoundedQueue, CloseHandsBackQueuedItemsAndRefusesNewOnes) {
   EXPECT_TRUE(queue.closed());
   EXPECT_FALSE(queue.push(3));
   EXPECT_FALSE(queue.try_push(3));
-  EXPECT_EQ(queue.pop(), std::nullopt);
+  EXPECT_EQ(within("pop() on a closed queue", pool_test::kCloseWakes, [&] { return queue.pop(); }),
+            std::nullopt);
   EXPECT_TRUE(queue.close().empty()) << "idempotent";
 }
 
@@ -251,16 +267,19 @@ TEST(WorkerPool, RunsEveryTaskExactlyOnce) {
     done.add();
   });
   {
-    std::vector<std::jthread> producers;
-    producers.reserve(kProducers);
+    std::vector<std::unique_ptr<Call>> producers;
     for (int p = 0; p < kProducers; ++p) {
-      producers.emplace_back([&pool, p] {
+      producers.push_back(std::make_unique<Call>([&pool, p] {
         for (int i = 0; i < kPerProducer; ++i) pool.submit(p * kPerProducer + i);
-      });
+      }));
     }
-  }  // joined: everything submitted
+    for (auto& producer : producers) {
+      producer->finish("submit() from four producers into a queue of 8", pool_test::kLostWakeup,
+                       kDeadline);
+    }
+  }
   ASSERT_TRUE(done.wait_for(kTasks)) << "only " << done.value() << " of " << kTasks << " ran";
-  pool.shutdown();
+  within("shutdown()", pool_test::kCloseWakes, [&] { pool.shutdown(); });
   for (int id = 0; id < kTasks; ++id) {
     ASSERT_EQ(runs[static_cast<std::size_t>(id)].load(), 1) << "task " << id;
   }
@@ -278,8 +297,8 @@ TEST(WorkerPool, RunsTasksInSubmissionOrderWithOneWorker) {
     done.add();
   });
   for (int i = 0; i < kTasks; ++i) pool.submit(int{i});
-  ASSERT_TRUE(done.wait_for(kTasks));
-  pool.shutdown();
+  ASSERT_TRUE(done.wait_for(kTasks)) << "a worker that never wakes: " << pool_test::kLostWakeup;
+  within("shutdown()", pool_test::kCloseWakes, [&] { pool.shutdown(); });
   ASSERT_EQ(order.size(), static_cast<std::size_t>(kTasks));
   for (int i = 0; i < kTasks; ++i) ASSERT_EQ(order[static_cast<std::size_t>(i)], i);
 }
@@ -292,8 +311,8 @@ TEST(WorkerPool, LosesNoWakeupWhenSubmissionsAreSpacedApart) {
   Tally done;
   proxy::WorkerPool<int> pool(1, 4, [&](int) { done.add(); });
   for (int i = 0; i < kTasks; ++i) {
-    pool.submit(int{i});
-    ASSERT_TRUE(done.wait_for(i + 1)) << "task " << i << " was never run: a lost wakeup";
+    within("submit() into a queue with room", pool_test::kLostWakeup, [&] { return pool.submit(int{i}); });
+    ASSERT_TRUE(done.wait_for(i + 1)) << "task " << i << " was never run: " << pool_test::kLostWakeup;
   }
 }
 
@@ -319,7 +338,7 @@ TEST(WorkerPool, TrySubmitOnAFullQueueFailsAndLeavesTheItemWithTheCaller) {
   EXPECT_EQ(pool.queued(), 2u);
   gate.open();
   EXPECT_TRUE(finished.wait_for(3));
-  pool.shutdown();
+  within("shutdown()", pool_test::kCloseWakes, [&] { pool.shutdown(); });
   EXPECT_EQ(finished.value(), 3);
 }
 
@@ -331,13 +350,16 @@ TEST(WorkerPool, AWorkerSurvivesAHandlerThatThrows) {
     if (id == 2) throw 42;  // not even a std::exception
     ran.add();
   });
-  for (int i = 0; i < 4; ++i) pool.submit(int{i});
+  for (int i = 0; i < 4; ++i) {
+    within("submit() into a queue with room", pool_test::kLostWakeup, [&] { return pool.submit(int{i}); });
+  }
   EXPECT_TRUE(ran.wait_for(1)) << "the only worker died with the exceptions before task 3";
 }
 
 TEST(WorkerPool, ShutsDownWhileIdle) {
   proxy::WorkerPool<int> pool(4, 4, [](int) {});
-  pool.shutdown();  // every worker is waiting on an empty queue (or about to): all must wake
+  // Every worker is waiting on an empty queue (or about to): all must wake.
+  within("shutdown() of an idle pool", pool_test::kCloseWakes, [&] { pool.shutdown(); });
   EXPECT_EQ(pool.worker_count(), 4u);
   EXPECT_FALSE(pool.submit(1)) << "a shut-down pool refuses work";
   pool.shutdown();  // idempotent
@@ -356,13 +378,14 @@ TEST(WorkerPool, ShutsDownWhileBusyDiscardingQueuedItemsWithoutWaitingForTheBusy
   ASSERT_TRUE(pool.submit(Probe(0, ended)));
   ASSERT_TRUE(started.wait_for(1));
   for (int i = 1; i <= 3; ++i) ASSERT_TRUE(pool.submit(Probe(i, ended)));  // the queue is full
-  std::jthread stopper([&] { pool.shutdown(); });
+  Call stopper([&] { pool.shutdown(); });
   // The three queued probes are destroyed while the worker is still held at the gate: a
   // shutdown must not wait for busy workers before dropping what they never started.
   EXPECT_TRUE(ended.wait_for(3));
   EXPECT_EQ(ran.value(), 0);
   gate.open();
-  stopper.join();  // returns once the busy worker has finished its task and exited
+  // Returns once the busy worker has finished its task and exited.
+  stopper.finish("shutdown() of a busy pool", pool_test::kCloseWakes);
   EXPECT_EQ(ran.value(), 1) << "queued items are dropped, not run, at shutdown";
   EXPECT_EQ(ended.value(), 4);
 }
@@ -378,12 +401,13 @@ TEST(WorkerPool, ShutsDownWithAFullQueueAndAProducerBlockedOnIt) {
   ASSERT_TRUE(started.wait_for(1));
   ASSERT_TRUE(pool.submit(2));  // fills the queue
   std::atomic<int> blocked_result{-1};
-  std::jthread producer([&] { blocked_result = pool.submit(3) ? 1 : 0; });
-  std::jthread stopper([&] { pool.shutdown(); });
-  producer.join();  // woken by the shutdown's notify-all, not by a free slot
+  Call producer([&] { blocked_result = pool.submit(3) ? 1 : 0; });
+  Call stopper([&] { pool.shutdown(); });
+  // Woken by the shutdown's notify-all, not by a free slot.
+  producer.finish("submit() blocked on a full queue during shutdown()", pool_test::kCloseWakes);
   EXPECT_EQ(blocked_result.load(), 0);
   gate.open();
-  stopper.join();
+  stopper.finish("shutdown() with a producer blocked", pool_test::kCloseWakes);
   EXPECT_EQ(started.value(), 1);
 }
 
@@ -399,7 +423,8 @@ TEST(WorkerPool, CloseHandsBackQueuedSocketsSoTheCallerCanAnswerThem) {
   ASSERT_TRUE(pool.submit(std::move(busy)));
   ASSERT_TRUE(started.wait_for(1));
   ASSERT_TRUE(pool.submit(std::move(queued)));
-  std::deque<proxy::Socket> left = pool.close();
+  std::deque<proxy::Socket> left =
+      within("close() of a busy pool", pool_test::kCloseWakes, [&] { return pool.close(); });
   ASSERT_EQ(left.size(), 1u);
   EXPECT_TRUE(left.front().write_all("503", 1s).status == proxy::IoStatus::ok);
   left.clear();
@@ -409,7 +434,7 @@ TEST(WorkerPool, CloseHandsBackQueuedSocketsSoTheCallerCanAnswerThem) {
   EXPECT_EQ(std::string_view(buf.data(), got.bytes), "503");
   EXPECT_TRUE(sees_eof(queued_peer, kDeadline));
   gate.open();
-  pool.shutdown();
+  within("shutdown() after close()", pool_test::kCloseWakes, [&] { pool.shutdown(); });
   EXPECT_TRUE(sees_eof(busy_peer, kDeadline)) << "the handler's socket closes when it returns";
 }
 

@@ -1,0 +1,379 @@
+// The sanitizer checks: a stress load with a lull and a SIGTERM in the middle, watched by a
+// hang watchdog, under ThreadSanitizer (races, deadlock) or Valgrind memcheck (memory).
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "check_support.h"
+#include "evidence.h"
+#include "origin_server.h"
+#include "support.h"
+
+namespace grader {
+
+using namespace std::chrono_literals;
+using Clock = CheckClock;
+using testing_support::HttpResponse;
+using json = nlohmann::json;
+
+namespace {
+
+/// One ThreadSanitizer report: its kind ("data race", "lock-order-inversion (potential
+/// deadlock)", ...) and its full text, both stacks included.
+struct TsanReport {
+  std::string kind;
+  std::string text;
+};
+
+std::vector<TsanReport> tsan_reports(const std::string& log) {
+  std::vector<TsanReport> reports;
+  const std::string marker = "WARNING: ThreadSanitizer: ";
+  std::size_t at = 0;
+  while ((at = log.find(marker, at)) != std::string::npos) {
+    std::size_t start = log.rfind("==================", at);
+    if (start == std::string::npos || at - start > 40) start = at;
+    std::size_t end = log.find("==================", at);
+    end = end == std::string::npos ? log.size() : end + 18;
+    // "data race (pid=12)", "lock-order-inversion (potential deadlock) (pid=12)": the kind is
+    // all of it before the pid, spaces included.
+    const std::size_t line_end = std::min(log.find('\n', at), log.size());
+    std::size_t kind_end = std::min(log.find(" (pid=", at), line_end);
+    std::string kind = log.substr(at + marker.size(), kind_end - at - marker.size());
+    if (log.compare(at + marker.size(), 20, "lock-order-inversion") == 0) {
+      kind = "lock-order-inversion";
+    }
+    reports.push_back({kind, log.substr(start, end - start)});
+    at = end;
+  }
+  return reports;
+}
+
+/// What one stress run saw.
+struct StressRun {
+  bool hung = false;
+  std::string hang_when;  ///< "under load" or "after SIGTERM"
+  std::string stacks;     ///< gdb's thread apply all bt, when hung
+  bool died_early = false;
+  bool full_at_stop = false;  ///< pool stages: workers busy, queue full when SIGTERM came
+  harness::ExitStatus status;
+  long completed = 0;
+  long errors = 0;
+  long errors_before_stop = 0;  ///< failed before SIGTERM (after it, refusals are expected)
+  std::string log;           ///< the stage's stderr
+  std::string valgrind_log;  ///< memcheck's log, under Valgrind
+  std::string log_path;       ///< where the full stderr is kept
+  std::string valgrind_path;  ///< where memcheck's full log is kept ("" without Valgrind)
+  std::string stacks_path;    ///< where gdb's full stacks are kept, when hung
+  /// The load made no progress: it hung, or not one response completed. Races, memory and the
+  /// TSan part of deadlock have no evidence then and give no points.
+  [[nodiscard]] bool served_nothing() const { return hung || completed == 0; }
+};
+
+/// Concurrent clients send a mix of hits, misses, delayed misses and objects that evict each
+/// other; a watchdog notices when responses stop arriving; SIGTERM lands in the middle of it.
+StressRun stress(const StageInfo& stage, const std::string& build, const json& params,
+                 const CheckContext& ctx, const std::string& tag) {
+  harness::OriginServer origin(harness::OriginOptions{.threads = 2});
+  const std::string base = "http://127.0.0.1:" + std::to_string(origin.port());
+  std::vector<std::string> flags = pool_flags(stage, params);
+  flags.insert(flags.end(), {"--cache-bytes", std::to_string(params.value("cache_bytes", 30000)),
+                             "--max-object-bytes",
+                             std::to_string(params.value("max_object_bytes", 8000))});
+  Launched proxy = launch(stage, build, flags, ctx, tag);
+  const std::uint16_t port = proxy.process->port();
+  const pid_t pid = proxy.process->pid();
+  const std::size_t idle_fds = fd_count(pid);
+  const int clients = params.value("clients", 12);
+  const double load_s = params.value(ctx.quick ? "quick_seconds" : "seconds", 3.0);
+  const double stall_s = params.value("stall_seconds", 8.0);
+  const double exit_s = params.value("exit_seconds", 15.0);
+
+  std::atomic<bool> stop{false};
+  std::atomic<bool> paused{false};
+  std::atomic<int> in_flight{0};
+  std::atomic<long> completed{0}, errors{0};
+  std::atomic<Clock::rep> last_progress{Clock::now().time_since_epoch().count()};
+  std::vector<std::jthread> threads;
+  for (int t = 0; t < clients; ++t) {
+    threads.emplace_back([&, t] {
+      for (long k = 0; !stop.load(); ++k) {
+        while (paused.load() && !stop.load()) {
+          std::this_thread::sleep_for(5ms);  // the lull in the load profile
+        }
+        in_flight.fetch_add(1);
+        struct Done {
+          std::atomic<int>& count;
+          ~Done() { count.fetch_sub(1); }
+        } done{in_flight};
+        std::string id = std::to_string(t) + "-" + std::to_string(k);
+        std::string path;
+        switch ((k + t) % 10) {
+          case 0: case 1: case 2: case 3: case 4:
+            path = "/bytes/3000?hit=" + std::to_string(k % 3); break;
+          case 5: case 6: path = "/bytes/1500?miss=" + id; break;
+          case 7: path = "/delay/20/bytes/800?slow=" + id; break;
+          default: path = "/bytes/6000?evict=" + std::to_string(k % 8); break;
+        }
+        try {
+          proxy::Socket s =
+              testing_support::send_request(port, testing_support::proxy_get(base + path));
+          auto r = testing_support::read_response(s, 120s);
+          if (r && r->complete) {
+            completed.fetch_add(1);
+            last_progress.store(Clock::now().time_since_epoch().count());
+          } else {
+            errors.fetch_add(1);
+          }
+        } catch (const std::exception&) {
+          errors.fetch_add(1);
+          if (stop.load()) break;
+          std::this_thread::sleep_for(5ms);  // refused: the stage is stopping; back off a little
+        }
+      }
+    });
+  }
+  StressRun run;
+  auto stalled = [&] {
+    Clock::time_point last{Clock::duration(last_progress.load())};
+    return std::chrono::duration<double>(Clock::now() - last).count() > stall_s;
+  };
+  auto hang = [&](const std::string& when) {
+    run.hung = true;
+    run.hang_when = when;
+    const std::string stacks = thread_stacks(proxy.process->pid(), ctx.gdb);
+    run.stacks_path = ctx.work_dir + "/" + tag + ".stacks";
+    std::ofstream(run.stacks_path) << stacks;
+    run.stacks = condense_gdb_stacks(stacks);
+  };
+  auto since_progress = [&] {
+    Clock::time_point last{Clock::duration(last_progress.load())};
+    return std::chrono::duration<double>(Clock::now() - last).count();
+  };
+  const auto start = Clock::now();
+  // Halfway, a lull: no request at all until every worker has gone idle and waits for work,
+  // then the load comes back. A lost wakeup (a push nobody is told about) only shows when
+  // every worker is asleep; a busy pool hides it.
+  bool lull_done = false;
+  const auto lull = std::chrono::milliseconds(params.value("lull_ms", 300));
+  // The load lasts load_s, and then until responses are flowing (one in the last second):
+  // a stage that stopped answering is given stall_s to recover before the watchdog calls it
+  // a hang, however short the load.
+  for (;;) {
+    if (!proxy.process->running()) {
+      run.died_early = true;
+      break;
+    }
+    if (stalled()) {
+      hang("under load: no response completed for " + std::to_string(int(stall_s)) +
+           " s while the process was alive");
+      break;
+    }
+    if (!lull_done && seconds_since(start) >= load_s / 2) {
+      lull_done = true;
+      paused = true;
+      // In-flight requests must finish on their own; if they stall, that is the hang.
+      const bool drained = eventually(
+          [&] { return in_flight.load() == 0 || stalled() || !proxy.process->running(); },
+          std::chrono::seconds(int(stall_s) + 5));
+      if (!proxy.process->running()) {
+        run.died_early = true;
+        break;
+      }
+      if (!drained || in_flight.load() != 0) {
+        hang("under load: no response completed for " + std::to_string(int(stall_s)) +
+             " s while the process was alive");
+        break;
+      }
+      std::this_thread::sleep_for(lull);  // the idle period itself, not a wait for a condition
+      last_progress.store(Clock::now().time_since_epoch().count());
+      paused = false;
+    }
+    if (seconds_since(start) >= load_s && since_progress() < 1.0) break;
+    std::this_thread::sleep_for(50ms);  // the watchdog's polling period
+  }
+  // The stop lands on a full house: every worker busy with a slow origin, the queue full and
+  // the accept loop holding one more client -- the paths a shutdown bug hides in.
+  std::vector<proxy::Socket> slow;
+  if (!run.hung && !run.died_early && stage.pool) {
+    const int workers = params.value("workers", 2), queue = params.value("queue", 2);
+    for (int i = 0; i < workers; ++i) {
+      try {
+        slow.push_back(testing_support::send_request(
+            port, testing_support::proxy_get(base + "/delay/2000/bytes/100?at-stop=" +
+                                             std::to_string(i))));
+      } catch (const std::exception&) {
+      }
+    }
+    const std::size_t full = idle_fds + 2 * workers + queue + 1;
+    run.full_at_stop = eventually([&] { return fd_count(pid) >= full; }, 5s);
+  }
+  run.errors_before_stop = errors.load();
+  if (!run.hung && !run.died_early) {
+    proxy.process->send_signal(SIGTERM);
+    const auto term = Clock::now();
+    while (proxy.process->running() && seconds_since(term) < exit_s) {
+      std::this_thread::sleep_for(50ms);
+    }
+    if (proxy.process->running()) {
+      hang("after SIGTERM: still running " + std::to_string(int(exit_s)) + " s later");
+    }
+  }
+  run.status = proxy.process->stop(0ms);  // SIGKILL if still alive
+  stop = true;
+  threads.clear();
+  run.completed = completed.load();
+  run.errors = errors.load();
+  run.log = proxy.log();
+  run.log_path = proxy.stderr_path;
+  run.valgrind_path = proxy.valgrind_log;
+  if (!proxy.valgrind_log.empty()) run.valgrind_log = slurp(proxy.valgrind_log);
+  return run;
+}
+
+std::string run_header(const StressRun& run, int index) {
+  return "run " + std::to_string(index + 1) + ": " + std::to_string(run.completed) +
+         " responses completed; " + std::to_string(run.errors_before_stop) +
+         " requests failed before the SIGTERM, " +
+         std::to_string(run.errors - run.errors_before_stop) +
+         " after it (refused or cut: expected); the stage " +
+         (run.hung ? "HUNG " + run.hang_when : exit_text(run.status)) +
+         (run.full_at_stop ? "; SIGTERM came with every worker busy and the queue full" : "") +
+         "\n";
+}
+
+/// The blocks of a Valgrind log that matter to a student: errors with their stacks, the leak
+/// summary, and open descriptors at exit.
+std::string valgrind_findings(const std::string& log, bool& clean) {
+  clean = true;
+  int shown = 0;
+  std::string out;
+  std::stringstream in(log);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    if (auto bar = line.find("== "); line.rfind("==", 0) == 0 && bar != std::string::npos) {
+      line = line.substr(bar + 3);
+    }
+    lines.push_back(line);
+  }
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const std::string& line = lines[i];
+    bool error = line.rfind("Invalid read", 0) == 0 || line.rfind("Invalid write", 0) == 0 ||
+                 line.rfind("Invalid free", 0) == 0 || line.find("uninitialised") != std::string::npos ||
+                 line.find("definitely lost in loss record") != std::string::npos ||
+                 line.rfind("Open AF_", 0) == 0 || line.rfind("Open file descriptor", 0) == 0;
+    if (line.rfind("Open file descriptor", 0) == 0 &&
+        (line.find("<inherited from parent>") != std::string::npos ||
+         (lines.size() > i + 1 && lines[i + 1].find("<inherited from parent>") != std::string::npos))) {
+      error = false;  // stdin/stdout/stderr and the log file
+    }
+    if (line.rfind("Open file descriptor", 0) == 0 && line.find(".valgrind") != std::string::npos) {
+      error = false;
+    }
+    if (!error) continue;
+    clean = false;
+    // The first few errors, each with the top of its stack: the rest are in the full log.
+    if (++shown > 3) continue;
+    for (std::size_t j = i; j < lines.size() && j < i + 12 && !(j > i && lines[j].empty()); ++j) {
+      out += lines[j] + "\n";
+    }
+    out += "\n";
+  }
+  if (shown > 3) out += "(" + std::to_string(shown - 3) + " more errors in the full log)\n";
+  for (const std::string& line : lines) {
+    if (line.find("definitely lost:") != std::string::npos ||
+        line.find("ERROR SUMMARY") != std::string::npos ||
+        line.find("FILE DESCRIPTORS:") != std::string::npos) {
+      out += line + "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+/// The line a check that needs the load to progress gives instead of points when it did not.
+std::string served_nothing_text(const StressRun& run) {
+  return "\nNO POINTS: the stage served nothing under load — see the deadlock check (" +
+         (run.hung ? "it HUNG " + run.hang_when
+                   : std::to_string(run.completed) + " responses completed") +
+         "). Without a load that makes progress this check has no evidence to judge.\n";
+}
+
+RunOutcome check_races(const CheckSpec& spec, const StageInfo& stage, const CheckContext& ctx,
+                       int index) {
+  StressRun run = stress(stage, "tsan", spec.params, ctx, "races-" + std::to_string(index));
+  std::string out = run_header(run, index);
+  bool ok = !run.served_nothing();
+  if (!ok) out += served_nothing_text(run);
+  std::vector<TsanReport> reports = tsan_reports(run.log);
+  std::erase_if(reports, [](const TsanReport& r) { return r.kind == "lock-order-inversion"; });
+  if (!reports.empty()) {
+    ok = false;
+    // The first report is the one to fix first; the others often follow from it.
+    out += "\nThreadSanitizer found a " + reports[0].kind + " (its stacks cut to your code):\n" +
+           student_frames(reports[0].text);
+    if (reports.size() > 1) {
+      out += "(" + std::to_string(reports.size() - 1) + " more ThreadSanitizer reports)\n";
+    }
+  }
+  if (run.died_early || (!run.hung && run.status.signal != 0)) {
+    ok = false;
+    out += "\nThe stage crashed under load. The end of its stderr:\n" + tail(run.log, 1500);
+  }
+  if (ok) out += "  no ThreadSanitizer report\n";
+  out += "  full log: " + run.log_path + "\n";
+  return {ok, out, {}};
+}
+
+RunOutcome check_deadlock(const CheckSpec& spec, const StageInfo& stage,
+                          const CheckContext& ctx, int index) {
+  StressRun run = stress(stage, spec.build, spec.params, ctx, "deadlock-" + std::to_string(index));
+  std::string out = run_header(run, index);
+  bool ok = true;
+  if (run.hung) {
+    ok = false;
+    out += "\nThe watchdog found a hang (" + run.hang_when +
+           "). Every thread's stack, from gdb, before the process was killed (your frames with "
+           "file:line; full stacks: " + run.stacks_path + "):\n" + run.stacks;
+  } else if (run.completed == 0 && !run.died_early) {
+    ok = false;
+    out += "\nNot one response completed under load, so no lock order was exercised.\n";
+  }
+  for (const TsanReport& report : tsan_reports(run.log)) {
+    if (report.kind != "lock-order-inversion") continue;
+    ok = false;
+    out += "\nThreadSanitizer found two locks taken in opposite orders (a deadlock waiting to "
+           "happen; stacks cut to your code):\n" + student_frames(report.text) + "\n";
+    break;  // the first one; the full log has the rest
+  }
+  if (run.died_early) {
+    ok = false;
+    out += "\nThe stage died under load. The end of its stderr:\n" + tail(run.log, 1500);
+  }
+  if (ok) out += "  responses kept completing, it stopped on SIGTERM, no lock-order inversion\n";
+  out += "  full log: " + run.log_path + "\n";
+  return {ok, out, {}};
+}
+
+RunOutcome check_memory(const CheckSpec& spec, const StageInfo& stage, const CheckContext& ctx,
+                        int index) {
+  StressRun run = stress(stage, "debug", spec.params, ctx, "memory-" + std::to_string(index));
+  std::string out = run_header(run, index);
+  bool clean = true;
+  std::string findings = valgrind_findings(run.valgrind_log, clean);
+  bool ok = clean && !run.served_nothing() && !run.died_early && run.status.clean();
+  if (run.served_nothing()) out += served_nothing_text(run);
+  if (!run.status.clean() && !run.hung) {
+    out += "\nNot a clean exit. The end of its stderr:\n" + tail(run.log, 1500);
+  }
+  out += "\nValgrind memcheck (the first errors, definitely lost bytes, descriptors open at "
+         "exit; full log: " + run.valgrind_path + "):\n" + findings;
+  return {ok, out, {}};
+}
+
+}  // namespace grader
