@@ -284,6 +284,8 @@ bool field_has_token(const HeaderFields& fields, std::string_view name, std::str
 std::size_t count_fields(const HeaderFields& fields, std::string_view name) noexcept {
   return static_cast<std::size_t>(std::count_if(
       fields.begin(), fields.end(), [&](const HeaderField& field) { return iequals(field.name, name); }));
+}
+
 std::string_view reason_phrase(int status) noexcept {
   static constexpr std::pair<int, std::string_view> kPhrases[] = {
       {100, "Continue"},           {101, "Switching Protocols"},
