@@ -1,4 +1,4 @@
-// Issue 9, real clients: the system `curl` through every stage — GET, HEAD (`curl -I`), POST
+// Real clients: the system `curl` through every stage — GET, HEAD (`curl -I`), POST
 // with a Content-Length and chunked, and CONNECT (`curl -p`) to a local TLS origin: nginx with a
 // throw-away certificate made by openssl for this test, run in the foreground from a temp dir.
 // Bytes are compared exactly. Without curl (or nginx/openssl for CONNECT) a test is skipped

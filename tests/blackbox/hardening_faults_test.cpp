@@ -1,4 +1,4 @@
-// Hardening, faults in the proxy's own world (issue 10), against every stage: a client that
+// Hardening, faults in the proxy's own world (docs/hardening.md), against every stage: a client that
 // hangs up mid-response, running out of file descriptors, a queue under overload, and a stop
 // with transfers in flight.
 #include <gmock/gmock.h>

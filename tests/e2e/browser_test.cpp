@@ -1,4 +1,4 @@
-// The browser check (issue 9, "Real clients"): Debian's Chromium, headless, loads a page of
+// The browser check (tests/e2e/README.md): Debian's Chromium, headless, loads a page of
 // HTML, CSS, a script and three images (PNG, SVG, a GIF as a CSS background) from the harness
 // origin (`origin --site tests/e2e/site`), first directly and then twice through a stage, each
 // time with a new empty profile so that only the proxy can remember anything. Everything is a

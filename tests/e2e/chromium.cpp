@@ -44,7 +44,7 @@ const std::vector<std::string> kQuietHeadless = {
     "--hide-scrollbars",
     "--mute-audio",
     // No sockets opened ahead of need: a silent preconnected socket holds sequential stage 1
-    // for --client-timeout-ms before it serves anyone (README, "Browser check").
+    // for --client-timeout-ms before it serves anyone (tests/e2e/README.md).
     "--disable-features=SpeculativePreconnect",
 };
 
