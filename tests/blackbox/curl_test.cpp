@@ -23,9 +23,12 @@
 #include "socket.h"
 #include "spawn_setup.h"
 #include "stage_fixture.h"
+#include "../test_support.h"
 
 namespace testing_support {
 namespace {
+
+using test_support::read_file;
 
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
@@ -43,11 +46,6 @@ std::string find_program(const std::string& name) {
     if (::access(candidate.c_str(), X_OK) == 0) return candidate;
   }
   return {};
-}
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 void write_file(const fs::path& path, const std::string& bytes) {

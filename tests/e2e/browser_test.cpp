@@ -21,8 +21,11 @@
 #include "http_client.h"
 #include "launcher.h"
 #include "stage_fixture.h"
+#include "../test_support.h"
 
 namespace {
+
+using test_support::read_file;
 
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
@@ -57,13 +60,6 @@ long long stat_value(const std::string& output, const std::string& name) {
   std::smatch match;
   if (!std::regex_search(output, match, std::regex("\\b" + name + "=([0-9]+)"))) return -1;
   return std::stoll(match[1].str());
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 /// One stage behind the origin with the site, and a browser. Parameterized over stage names.

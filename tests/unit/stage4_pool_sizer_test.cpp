@@ -4,12 +4,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
 
 #include "elastic_pool.h"
 #include "pool_sizer.h"
+#include "../test_support.h"
 
 namespace proxy {
 namespace {
@@ -72,14 +74,8 @@ TEST(PoolSizer, ClampsItsStartAndIgnoresAnEmptyInterval) {
 }
 
 // Waits for `condition` with a generous deadline; the pool's threads change state on their own.
-template <typename Condition>
-bool eventually(Condition condition) {
-  const auto until = std::chrono::steady_clock::now() + 20s;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
+bool eventually(const std::function<bool()>& condition) {
+  return test_support::eventually(condition, 20s, 1ms);
 }
 
 TEST(ElasticPool, GrowsAndShrinksWhileServingAndLosesNoItem) {
