@@ -13,12 +13,16 @@ help:
 	@echo "make tsan       the same tests under ThreadSanitizer (build/tsan/)"
 	@echo "make asan       the same tests under AddressSanitizer + UBSan (build/asan/)"
 	@echo "make debug      unoptimized build for gdb and Valgrind (build/debug/)"
+	@echo "make cross-check    build for aarch64 (Raspberry Pi OS) and run the unit and black-box tests under qemu-user (build/cross/)"
 	@echo "make bench-cache     cache policy and wrapper throughput (Google Benchmark)"
 	@echo "make bench-dispatch  cost of a thread per task vs a pool submit (Google Benchmark)"
 	@echo "make sweep      the tuning curve: STAGE x WORKERS under wrk -> results/sweep/ (QUICK=1: ~20 s)"
 	@echo "make bench      every stage side by side on the studies' scenarios -> results/bench/ (PEERS=1, QUICK=1)"
 	@echo "make grade      grade every stage of this tree, or SUBMISSION=DIR [STAGES=1,3] [QUICK=1] -> results/grade/"
 	@echo "make grade-mutants   grade each planted-bug mutant of stage 3; every one must be caught"
+	@echo "make gradescope LAB=N | STAGES=1,2,3,4   a Gradescope autograder zip -> results/gradescope/"
+	@echo "make gradescope-check  the bundle's run_autograder against a simulated /autograder (slow)"
+	@echo "make grade-all SUBMISSIONS=DIR [LAB=N] [JOBS=K]   every subfolder, resumable -> results/grade-all/gradebook.csv"
 	@echo "make handout LAB=N   lab N's starter tree (TODO(student) stubs) -> build/handout/labN/ and labN.tar.gz"
 	@echo "make grade LAB=N SUBMISSION=DIR   grade a student's lab N with labs/manifest.json's tests and points"
 	@echo "make labs-check      every lab's starter builds warning-free and fails its visible tests (make test: lab 3)"
@@ -56,6 +60,20 @@ asan: deps-check build/asan/build.ninja
 tsan: deps-check build/tsan/build.ninja
 	cmake --build --preset tsan -j $(JOBS)
 	ctest --preset tsan -j $(JOBS) $(CTEST_ARGS)
+
+# The Raspberry Pi path (docs/raspberry-pi.md): the whole tree built for aarch64 with Debian's
+# cross compiler (preset cross, cmake/aarch64-linux-gnu.cmake), then the unit and black-box
+# tests run under qemu-user. Installs its packages (install-deps cross) when they are missing.
+.PHONY: cross-check deps-cross
+deps-cross:
+	@scripts/install-deps --if-missing build test cross
+
+build/cross/build.ninja: | deps-cross
+	cmake --preset cross
+
+cross-check: deps-cross build/cross/build.ninja
+	cmake --build --preset cross -j $(JOBS)
+	ctest --preset cross -j $(JOBS) -L 'unit|blackbox' $(CTEST_ARGS)
 
 # Micro-benchmarks (Google Benchmark); not part of `make test`.
 bench-cache: release
@@ -108,9 +126,13 @@ bench: deps-bench build/release/build.ninja
 
 # ---- Grading (grader/README.md) ----------------------------------------------------------------
 # make grade [SUBMISSION=DIR] [STAGES=1,3] [LAB=N] [QUICK=1]; make grade-mutants [MUTANTS=a,b]
+# LAB=N builds in one folder per lab (GRADE_BUILD_DIR), reused by every submission of that lab:
+# the grader lays each submission over the previous one's copy, so only the files that differ
+# are recompiled (grader/README.md, "Minutes per submission"). Grade one lab N at a time there.
 SUBMISSION ?= .
 GRADE_FLAGS = --submission $(SUBMISSION) $(if $(STAGES),--stages $(STAGES)) \
-	$(if $(LAB),--lab $(LAB)) $(if $(filter 1,$(QUICK)),--quick) $(if $(RUBRIC),--rubric $(RUBRIC))
+	$(if $(LAB),--lab $(LAB) --build-dir $(or $(GRADE_BUILD_DIR),results/grade/build/lab$(LAB))) \
+	$(if $(filter 1,$(QUICK)),--quick) $(if $(RUBRIC),--rubric $(RUBRIC))
 .PHONY: grade grade-mutants grader
 
 grader: build/release/build.ninja
@@ -122,6 +144,29 @@ grade: grader
 
 grade-mutants: grader
 	build/release/bin/grader --mutants $(or $(MUTANTS),all) $(if $(filter 1,$(QUICK)),--quick) $(GRADE_ARGS)
+
+# Gradescope and many submissions (grader/README.md, "Gradescope", "Many submissions").
+# make gradescope LAB=N | STAGES=1,2,3,4 -> results/gradescope/labN.zip | stages-1234.zip
+# make gradescope-check [LAB=3] [GRADESCOPE_STAGES=1,2,3,4]: the bundles' run_autograder against
+#   a simulated /autograder (setup, then reference, starter, non-compiling, missing file); slow.
+# make grade-all SUBMISSIONS=DIR [LAB=N | STAGES=1,3] [JOBS=K]: every subfolder, K at a time
+#   (default 1 unless JOBS is given on the command line), resumable -> results/grade-all/
+.PHONY: gradescope gradescope-check grade-all
+gradescope: grader
+	cmake --build --preset release -j $(JOBS) --target gradebook lab-handout
+	grader/gradescope/make-bundle.sh $(if $(LAB),--lab $(LAB)) $(if $(STAGES),--stages $(STAGES)) \
+	  --handout build/release/bin/lab-handout --out results/gradescope
+
+gradescope-check: grader
+	cmake --build --preset release -j $(JOBS) --target gradebook lab-handout
+	grader/gradescope/check.sh --lab $(or $(LAB),3) $(if $(GRADESCOPE_STAGES),--stages $(GRADESCOPE_STAGES)) \
+	  --handout build/release/bin/lab-handout --work results/gradescope-check
+
+grade-all: grader
+	cmake --build --preset release -j $(JOBS) --target gradebook
+	grader/grade-all.sh --submissions "$(SUBMISSIONS)" $(if $(LAB),--lab $(LAB)) $(if $(STAGES),--stages $(STAGES)) \
+	  --jobs $(if $(filter command line,$(origin JOBS)),$(JOBS),1) --out $(or $(GRADE_ALL_OUT),results/grade-all) \
+	  $(if $(filter 1,$(QUICK)),-- --quick)
 
 # ---- Hardening (docs/hardening.md): fuzzing and the soak run; neither is part of `make test`. ----
 # `make fuzz FUZZ_SECONDS=N` builds the libFuzzer targets with clang (build/fuzz/) and runs each

@@ -96,9 +96,9 @@ struct RequestBody {
   BodyFraming framing;             ///< as the client sent it
   std::string checked;             ///< decoded bytes read before connecting (all of a short body)
   std::optional<BodyReader> rest;  ///< set while the body goes on past `checked`
-  /// The framing field line for the origin (origin_framing_field; no CRLF, maybe empty): a body
-  /// read whole gets a Content-Length, a streamed one keeps the client's kind of framing,
-  /// re-made by us.
+  /// The framing field line for the origin (no CRLF; see origin_framing_field in rewrite.h): a
+  /// body read whole gets a Content-Length, a streamed one keeps the client's kind of framing,
+  /// re-made by us, and a client's `Content-Length: 0` is kept (RFC 9110 §8.6).
   [[nodiscard]] std::string framing_field(const Request& request) const;
   /// `checked` as it goes to the origin right after the request head.
   [[nodiscard]] std::string first_bytes() const;

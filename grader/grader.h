@@ -33,6 +33,14 @@ struct MutantSpec {
   std::string patch;        ///< path of the patch, relative to the rubric's directory
   std::string check;        ///< id of the check meant to catch it
   std::string description;  ///< the bug in one line
+  /// The trap id (grader/traps.h) the check's hint must name; "" when no hint should fire.
+  std::string trap;
+  /// Further checks that must fail on it too, with no hint naming another trap (e.g. races and
+  /// memory on a pool that serves nothing).
+  std::vector<std::string> also;
+  /// Checks run on it too, where a failure may be right or wrong but a hint, if any, must name
+  /// `trap` (lab 3's checks: no check blames another trap).
+  std::vector<std::string> watch;
 };
 
 /// The whole rubric. Loaded once; read-only afterwards.
@@ -68,6 +76,9 @@ struct CheckResult {
   std::string output;    ///< what a student needs to see: failed assertions, stacks, reports
   double seconds = 0;    ///< wall-clock time spent
   bool expected_failure = false;  ///< failed, and the rubric says that is the lesson
+  /// Could not run here (a handout's hidden tests, graded on submission): neither a pass nor a
+  /// failure, and left out of the totals.
+  bool not_run = false;
 };
 
 /// What a check's run returns from its child process.

@@ -6,13 +6,18 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
+#include <thread>
+#include <vector>
 
 #include "build.h"
 #include "support.h"
+#include "traps.h"
 
 namespace grader {
 namespace {
@@ -47,31 +52,183 @@ std::vector<std::string> gtest_list(const std::string& binary, const std::string
   return tests;
 }
 
-/// The line of a failing check's output that names the trap most likely behind it, from what
-/// the output shows (a crash in pop, a hang with workers asleep), before the manifest's hint.
-std::string specific_trap(const std::string& check, const std::string& output) {
-  auto has = [&](const char* s) { return output.find(s) != std::string::npos; };
-  if (check == "deadlock" || check == "races" || check == "memory" || check == "shutdown") {
-    if ((has("pop_front") || has("front()") || has("::pop")) &&
-        (has("died") || has("SEGV") || has("crashed") || has("Segmentation") || has("Invalid read"))) {
-      return "A worker crashed inside BoundedQueue::pop: it took an item from an empty queue. That is the "
-             "wait under `if` instead of a loop: after a wakeup (spurious, or another worker took the item "
-             "first) the predicate must be checked again.";
+/// One lab of the manifest, and where it is built.
+struct LabRun {
+  const json* lab = nullptr;
+  std::string name;         ///< e.g. "lab3-pool"
+  std::string build_root;   ///< this lab's own build folder
+  fs::path tree;            ///< the submission with the reference's tests laid over it
+  std::string tests_build;  ///< the tests' build (also a release build of every stage)
+  bool built = false;       ///< whether the tests built
+  bool hidden_here = true;  ///< whether the reference holds the lab's hidden test sources
+};
+
+std::string elapsed_since(Clock::time_point start) {
+  return format_duration(std::chrono::duration<double>(Clock::now() - start).count());
+}
+
+/// Configures and builds unit_tests and blackbox_tests from the lab's tree.
+bool build_tests(const LabRun& run, int jobs) {
+  fs::create_directories(run.tests_build);
+  const std::string log = run.tests_build + "/build.log";
+  const std::string configure = "cmake -S " + shell_quote(run.tree.string()) + " -B " +
+                                shell_quote(run.tests_build) +
+                                " -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSANITIZER= "
+                                "-DPROXY_BUILD_TESTS=ON > " + shell_quote(log) + " 2>&1";
+  const std::string build = "cmake --build " + shell_quote(run.tests_build) +
+                            " --target unit_tests blackbox_tests -j " + std::to_string(jobs) +
+                            " >> " + shell_quote(log) + " 2>&1";
+  return std::system(configure.c_str()) == 0 && std::system(build.c_str()) == 0;
+}
+
+/// Runs each test of one group in a process of its own, with a time limit: a crash or a hang
+/// fails that test alone. Fills in `r`'s score (whole points, rounded down) and output.
+void run_test_group(const json& group, const LabRun& run, const std::string& out_dir,
+                    Clock::time_point start, int jobs, CheckResult& r) {
+  const std::string binary = run.tests_build + "/bin/" + group.at("binary").get<std::string>();
+  const std::vector<std::string> tests = gtest_list(binary, group.at("filter"));
+  const std::string command = group.at("binary").get<std::string>() + " --gtest_filter='" +
+                              group.at("filter").get<std::string>() + "'";
+  if (tests.empty() && r.visibility == "hidden" && !run.hidden_here) {
+    // A handout: its hidden tests ship only with the course's grader.
+    r.not_run = true;
+    r.output = "Not run here: the hidden tests are not in this tree; they run when your "
+               "submission is graded (" + std::to_string(static_cast<int>(r.max_score)) +
+               " points). Not counted in the total above.\n";
+    return;
+  }
+  std::size_t passed = 0;
+  std::string failures;
+  const std::string log_dir = out_dir + "/logs/" + run.name + "/" + r.check_id;
+  fs::create_directories(log_dir);
+  std::fprintf(stderr, "[grade %7s] %s: %-18s %zu tests\n", elapsed_since(start).c_str(),
+               run.name.c_str(), r.check_id.c_str(), tests.size());
+  // `jobs` tests at a time, as ctest -j runs them: the tests are written to run side by side.
+  std::vector<int> statuses(tests.size(), -1);
+  std::atomic<std::size_t> next{0};
+  auto run_tests = [&] {
+    for (std::size_t i = next++; i < tests.size(); i = next++) {
+      const std::string cmd = "timeout -s KILL 180 " + shell_quote(binary) + " --gtest_filter=" +
+                              shell_quote(tests[i]) + " > " +
+                              shell_quote(log_dir + "/" + safe_name(tests[i]) + ".log") +
+                              " 2>&1 < /dev/null";
+      statuses[i] = std::system(cmd.c_str());
     }
-    if (has("HUNG") && has("pthread_cond_wait")) {
-      return "Every worker sleeps in a condition-variable wait while the load waits: a lost wakeup (a push "
-             "that notifies nobody) or a wait whose predicate is never made true.";
+  };
+  std::vector<std::thread> runners;
+  for (int k = 1; k < jobs; ++k) runners.emplace_back(run_tests);
+  run_tests();
+  for (std::thread& t : runners) t.join();
+  for (std::size_t i = 0; i < tests.size(); ++i) {
+    const std::string& test = tests[i];
+    const std::string log = log_dir + "/" + safe_name(test) + ".log";
+    const int status = statuses[i];
+    const std::string text = slurp(log);
+    const bool skipped = text.find("[  SKIPPED ]") != std::string::npos;
+    if (status == 0 && !skipped) {
+      ++passed;
+      continue;
     }
-    if (has("lock-order-inversion") || has("opposite orders")) {
-      return "Two locks are taken in opposite orders on two paths (e.g. the queue's lock inside the cache's "
-             "and the cache's inside the queue's): never hold one lock while taking another.";
+    std::string why = skipped ? "SKIPPED (a skip is not a pass)"
+                      : WIFEXITED(status) && WEXITSTATUS(status) == 137 ? "KILLED after 180 s (a hang?)"
+                                                                         : "FAILED";
+    failures += "--- " + test + ": " + why + " (full log: " + log + ")\n" + tail(text, 1500) + "\n";
+  }
+  r.passed = !tests.empty() && passed == tests.size();
+  // Whole points, rounded down: the table shows integers, and 32 of 33 is not full marks.
+  r.score = tests.empty() ? 0 : std::floor(r.max_score * static_cast<double>(passed) / tests.size());
+  r.output = std::to_string(passed) + " of " + std::to_string(tests.size()) + " tests passed (" +
+             command + ")\n" +
+             (tests.empty() ? "No test matches this filter: the test sources were not the reference's.\n"
+                            : "") +
+             failures;
+}
+
+/// The rubric's checks the lab names, with the lab's points; nullopt when one is not in the
+/// rubric (said on stderr).
+std::optional<std::vector<CheckSpec>> lab_checks(const json& lab, const Rubric& rubric,
+                                                  const std::set<std::string>& only_checks) {
+  std::vector<CheckSpec> checks;
+  for (const json& c : lab.value("checks", json::array())) {
+    const std::string id = c.at("id");
+    if (!only_checks.empty() && !only_checks.count(id)) continue;
+    auto spec = std::find_if(rubric.checks.begin(), rubric.checks.end(),
+                             [&](const CheckSpec& s) { return s.id == id; });
+    if (spec == rubric.checks.end()) {
+      std::cerr << "grader: lab " << lab.value("number", 0) << " names check '" << id
+                << "', which the rubric lacks\n";
+      return std::nullopt;
+    }
+    CheckSpec lab_spec = *spec;
+    lab_spec.points = c.value("points", spec->points);
+    lab_spec.visibility = c.value("visibility", spec->visibility);
+    checks.push_back(lab_spec);
+  }
+  return checks;
+}
+
+/// Builds the lab's stages in the builds `checks` need (the tests' build serves as the release
+/// one) and grades them; a failed check's output starts with the trap its evidence points at.
+std::vector<CheckResult> run_lab_checks(const std::vector<CheckSpec>& checks, const LabRun& run,
+                                        const Session& session) {
+  std::vector<StageInfo> stages;
+  std::set<std::string> wanted;
+  for (const json& s : run.lab->value("stages", json::array())) wanted.insert(s.get<std::string>());
+  for (StageInfo& s : discover_stages(run.tree.string())) {
+    if (wanted.count(s.dir)) stages.push_back(s);
+  }
+  std::set<std::string> builds;
+  for (const CheckSpec& spec : checks) builds.insert(spec.build);
+  for (StageInfo& stage : stages) {
+    const fs::path binary = fs::path(run.tests_build) / "bin" / stage.dir;
+    if (run.built && fs::exists(binary)) stage.binaries["release"] = binary.string();
+  }
+  for (const std::string& b : builds) {
+    if (b == "release" && std::all_of(stages.begin(), stages.end(), [](const StageInfo& s) {
+          return s.binaries.count("release") > 0;
+        })) {
+      continue;
+    }
+    std::fprintf(stderr, "[grade %7s] %s: building the stages (%s) in %s/%s\n",
+                 elapsed_since(session.start).c_str(), run.name.c_str(), b.c_str(),
+                 run.build_root.c_str(), b.c_str());
+    build_submission(run.tree.string(), run.build_root + "/" + b, b, stages, session.jobs);
+  }
+  for (StageInfo& stage : stages) {
+    auto release = stage.binaries.find("release");
+    if (release != stage.binaries.end()) stage.pool = offers_workers(release->second);
+  }
+  const json hints = run.lab->value("trap_hints", json::object());
+  std::vector<CheckResult> results =
+      grade_stages(checks, stages, session.ctx, session.rubric, session.out_dir, session.start);
+  for (CheckResult& r : results) {
+    if (r.passed) continue;
+    if (std::string hint = trap_hint(r.check_id, r.output, hints); !hint.empty()) {
+      r.output = hint + "\n\n" + r.output;
     }
   }
-  if (check == "shutdown" && has("503")) {
-    return "Queued clients did not get their 503: close() must hand the queued items back so they are "
-           "answered outside the lock, and must wake every waiter.";
+  return results;
+}
+
+/// Lab `number` of the manifest at `path`; nullopt when it cannot be read (said on stderr).
+std::optional<json> load_lab(const std::string& path, int number) {
+  json manifest;
+  try {
+    std::ifstream in(path);
+    manifest = json::parse(in);
+  } catch (const std::exception& e) {
+    std::cerr << "grader: cannot read the lab manifest " << path << ": " << e.what() << "\n";
+    return std::nullopt;
   }
-  return "";
+  for (const json& l : manifest.value("labs", json::array())) {
+    if (l.value("number", 0) == number) {
+      json lab = l;
+      lab["overlay"] = manifest.value("overlay", json::array());
+      return lab;
+    }
+  }
+  std::cerr << "grader: " << path << " has no lab " << number << "\n";
+  return std::nullopt;
 }
 
 }  // namespace
@@ -82,160 +239,55 @@ std::string specific_trap(const std::string& check, const std::string& output) {
 /// one test) and the rubric checks the lab names run on its stages. Returns the exit status.
 int grade_lab(const Session& session, int lab_number, const std::string& reference,
               const std::string& manifest_path, const std::set<std::string>& only_checks) {
-  const std::string& submission = session.submission;
-  const std::string& out_dir = session.out_dir;
+  const std::optional<json> lab = load_lab(manifest_path, lab_number);
+  if (!lab) return 2;
+  LabRun run;
+  run.lab = &*lab;
+  run.name = fs::path(lab->value("dir", "lab" + std::to_string(lab_number))).filename().string();
   // A folder of its own per lab: CMake refuses a build folder configured from another source
   // tree, and stage mode configures from the submission itself.
-  const std::string build_root = session.build_root + "/lab" + std::to_string(lab_number);
-  const Rubric& rubric = session.rubric;
-  const int jobs = session.jobs;
-  const auto start = session.start;
-  json manifest;
-  try {
-    std::ifstream in(manifest_path);
-    manifest = json::parse(in);
-  } catch (const std::exception& e) {
-    std::cerr << "grader: cannot read the lab manifest " << manifest_path << ": " << e.what() << "\n";
-    return 2;
+  run.build_root = session.build_root + "/lab" + std::to_string(lab_number);
+  run.tree = fs::path(run.build_root) / "src";
+  run.tests_build = run.build_root + "/tests";
+  for (const json& hidden : lab->value("hidden_sources", json::array())) {
+    if (!fs::exists(fs::path(reference) / hidden.get<std::string>())) run.hidden_here = false;
   }
-  const json* lab = nullptr;
-  if (manifest.contains("labs") && manifest["labs"].is_array()) {
-    for (const json& l : manifest["labs"]) {
-      if (l.value("number", 0) == lab_number) lab = &l;
-    }
-  }
-  if (!lab) {
-    std::cerr << "grader: " << manifest_path << " has no lab " << lab_number << "\n";
-    return 2;
-  }
-  const std::string lab_name = fs::path(lab->value("dir", "lab" + std::to_string(lab_number))).filename().string();
-  auto elapsed = [&] { return format_duration(std::chrono::duration<double>(Clock::now() - start).count()); };
-
   // The tree that is built: the submission, with the reference's tests and build files on top.
-  const fs::path tree = fs::path(build_root) / "src";
-  std::fprintf(stderr, "[grade %7s] %s: copying %s to %s, then the reference's %s\n", elapsed().c_str(),
-               lab_name.c_str(), submission.c_str(), tree.c_str(),
-               manifest.value("overlay", json::array()).dump().c_str());
-  copy_tree(submission, tree);
-  for (const json& p : manifest.value("overlay", json::array())) {
-    overlay(fs::path(reference) / p.get<std::string>(), tree / p.get<std::string>());
+  std::fprintf(stderr, "[grade %7s] %s: copying %s to %s, then the reference's %s\n",
+               elapsed_since(session.start).c_str(), run.name.c_str(), session.submission.c_str(),
+               run.tree.c_str(), lab->at("overlay").dump().c_str());
+  copy_tree(session.submission, run.tree);
+  for (const json& p : lab->at("overlay")) {
+    overlay(fs::path(reference) / p.get<std::string>(), run.tree / p.get<std::string>());
   }
+  const std::optional<std::vector<CheckSpec>> checks = lab_checks(*lab, session.rubric, only_checks);
+  if (!checks) return 2;
 
-  std::vector<CheckResult> results;
-  // ---- the lab's tests, built with the reference's test sources
-  const std::string tests_build = build_root + "/tests";
-  fs::create_directories(tests_build);
-  const std::string build_log = tests_build + "/build.log";
   std::fprintf(stderr, "[grade %7s] %s: building the tests (unit_tests, blackbox_tests) in %s\n",
-               elapsed().c_str(), lab_name.c_str(), tests_build.c_str());
-  const std::string configure = "cmake -S " + shell_quote(tree.string()) + " -B " + shell_quote(tests_build) +
-                                " -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSANITIZER= -DPROXY_BUILD_TESTS=ON > " +
-                                shell_quote(build_log) + " 2>&1";
-  const std::string build = "cmake --build " + shell_quote(tests_build) + " --target unit_tests blackbox_tests -j " +
-                            std::to_string(jobs) + " >> " + shell_quote(build_log) + " 2>&1";
-  const bool built = std::system(configure.c_str()) == 0 && std::system(build.c_str()) == 0;
+               elapsed_since(session.start).c_str(), run.name.c_str(), run.tests_build.c_str());
+  run.built = build_tests(run, session.jobs);
+  std::vector<CheckResult> results;
   for (const json& group : lab->at("tests")) {
-    CheckResult r{lab_name, group.at("id"), group.value("name", group.at("id").get<std::string>()), 0,
-                  group.value("points", 0.0), false, group.value("visibility", "visible"), "", 0, false};
+    CheckResult r{run.name, group.at("id"), group.value("name", group.at("id").get<std::string>()),
+                  0, group.value("points", 0.0), false, group.value("visibility", "visible"), "", 0,
+                  false};
     const auto group_start = Clock::now();
-    if (!built) {
+    if (!run.built) {
       r.output = "The tests did not build, so this group could not run. The compiler said:\n" +
-                 compiler_errors(slurp(build_log));
+                 compiler_errors(slurp(run.tests_build + "/build.log"));
     } else {
-      const std::string binary = tests_build + "/bin/" + group.at("binary").get<std::string>();
-      const std::vector<std::string> tests = gtest_list(binary, group.at("filter"));
-      std::size_t passed = 0;
-      std::string failures;
-      const std::string log_dir = out_dir + "/logs/" + lab_name + "/" + r.check_id;
-      fs::create_directories(log_dir);
-      std::fprintf(stderr, "[grade %7s] %s: %-18s %zu tests\n", elapsed().c_str(), lab_name.c_str(),
-                   r.check_id.c_str(), tests.size());
-      for (const std::string& test : tests) {
-        const std::string log = log_dir + "/" + safe_name(test) + ".log";
-        // One process per test, with a time limit: a crash or a hang fails that test alone.
-        const std::string cmd = "timeout -s KILL 180 " + shell_quote(binary) + " --gtest_filter=" +
-                                shell_quote(test) + " > " + shell_quote(log) + " 2>&1 < /dev/null";
-        const int status = std::system(cmd.c_str());
-        const std::string text = slurp(log);
-        const bool skipped = text.find("[  SKIPPED ]") != std::string::npos;
-        if (status == 0 && !skipped) {
-          ++passed;
-          continue;
-        }
-        std::string why = skipped ? "SKIPPED (a skip is not a pass)"
-                          : WIFEXITED(status) && WEXITSTATUS(status) == 137 ? "KILLED after 180 s (a hang?)"
-                                                                             : "FAILED";
-        failures += "--- " + test + ": " + why + "\n" + tail(text, 3000) + "\n";
-      }
-      r.passed = !tests.empty() && passed == tests.size();
-      // Whole points, rounded down: the table shows integers, and 32 of 33 is not full marks.
-      r.score = tests.empty() ? 0 : std::floor(r.max_score * static_cast<double>(passed) / tests.size());
-      r.output = std::to_string(passed) + " of " + std::to_string(tests.size()) + " tests passed (" +
-                 group.at("binary").get<std::string>() + " --gtest_filter='" + group.at("filter").get<std::string>() +
-                 "')\n" + (tests.empty() ? "No test matches this filter: the test sources were not the reference's.\n" : "") +
-                 failures;
+      run_test_group(group, run, session.out_dir, session.start, session.jobs, r);
     }
     r.seconds = std::chrono::duration<double>(Clock::now() - group_start).count();
     results.push_back(r);
   }
-
-  // ---- the rubric's checks the lab names, on the lab's stages
-  std::vector<CheckSpec> checks;
-  for (const json& c : lab->value("checks", json::array())) {
-    const std::string id = c.at("id");
-    if (!only_checks.empty() && !only_checks.count(id)) continue;
-    auto spec = std::find_if(rubric.checks.begin(), rubric.checks.end(), [&](const CheckSpec& s) { return s.id == id; });
-    if (spec == rubric.checks.end()) {
-      std::cerr << "grader: lab " << lab_number << " names check '" << id << "', which the rubric lacks\n";
-      return 2;
-    }
-    CheckSpec lab_spec = *spec;
-    lab_spec.points = c.value("points", spec->points);
-    lab_spec.visibility = c.value("visibility", spec->visibility);
-    checks.push_back(lab_spec);
-  }
-  if (!checks.empty()) {
-    std::vector<StageInfo> stages;
-    std::set<std::string> wanted;
-    for (const json& s : lab->value("stages", json::array())) wanted.insert(s.get<std::string>());
-    for (StageInfo& s : discover_stages(tree.string())) {
-      if (wanted.count(s.dir)) stages.push_back(s);
-    }
-    std::set<std::string> builds;
-    for (const CheckSpec& spec : checks) builds.insert(spec.build);
-    for (StageInfo& stage : stages) {
-      // The tests' build is a release build of every stage: no need for a second one.
-      const fs::path binary = fs::path(tests_build) / "bin" / stage.dir;
-      if (built && fs::exists(binary)) stage.binaries["release"] = binary.string();
-    }
-    for (const std::string& b : builds) {
-      if (b == "release" && std::all_of(stages.begin(), stages.end(), [](const StageInfo& s) { return s.binaries.count("release") > 0; })) {
-        continue;
-      }
-      std::fprintf(stderr, "[grade %7s] %s: building the stages (%s) in %s/%s\n", elapsed().c_str(),
-                   lab_name.c_str(), b.c_str(), build_root.c_str(), b.c_str());
-      build_submission(tree.string(), build_root + "/" + b, b, stages, jobs);
-    }
-    for (StageInfo& stage : stages) {
-      auto release = stage.binaries.find("release");
-      if (release != stage.binaries.end()) stage.pool = offers_workers(release->second);
-    }
-    const json hints = lab->value("trap_hints", json::object());
-    for (CheckResult r : grade_stages(checks, stages, session.ctx, rubric, out_dir, start)) {
-      if (!r.passed) {
-        std::string hint = specific_trap(r.check_id, r.output);
-        const std::string general = hints.value(r.check_id, "");
-        if (!hint.empty() || !general.empty()) {
-          r.output = "LIKELY TRAP: " + (hint.empty() ? general : hint + "\n" + general) + "\n\n" + r.output;
-        }
-      }
-      results.push_back(r);
-    }
+  if (!checks->empty()) {
+    for (CheckResult& r : run_lab_checks(*checks, run, session)) results.push_back(r);
   }
 
-  const double total = std::chrono::duration<double>(Clock::now() - start).count();
+  const double total = std::chrono::duration<double>(Clock::now() - session.start).count();
   std::cout << "Lab " << lab_number << " (" << lab->value("title", "") << ")\n"
-            << write_reports(out_dir, submission, results, total);
+            << write_reports(session.out_dir, session.submission, results, total);
   if (lab->contains("written")) {
     const json& w = lab->at("written");
     std::cout << "Not scored here: the written part (" << w.value("points", 0) << " points, "

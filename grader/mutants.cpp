@@ -6,10 +6,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "build.h"
 #include "support.h"
+#include "traps.h"
 
 namespace grader {
 namespace {
@@ -87,73 +89,129 @@ int check_mutants_apply(const Session& session) {
   return drifted == 0 ? 0 : 1;
 }
 
+namespace {
+
+/// What grading one planted mutant showed.
+struct MutantVerdict {
+  bool ok = true;       ///< caught by its check, by every `also` check, and no wrong hint
+  std::string summary;  ///< "caught; hint lost-wakeup" or why not
+  std::string details;  ///< each check's output, for report.md
+};
+
+/// The rubric checks `m` is graded with: its own, then `also`, then `watch`; nullopt when one
+/// is not in the rubric (said on stderr).
+std::optional<std::vector<CheckSpec>> mutant_checks(const MutantSpec& m, const Rubric& rubric) {
+  std::vector<CheckSpec> specs;
+  std::vector<std::string> ids{m.check};
+  ids.insert(ids.end(), m.also.begin(), m.also.end());
+  ids.insert(ids.end(), m.watch.begin(), m.watch.end());
+  for (const std::string& id : ids) {
+    auto it = std::find_if(rubric.checks.begin(), rubric.checks.end(),
+                           [&](const CheckSpec& c) { return c.id == id; });
+    if (it == rubric.checks.end()) {
+      std::cerr << "grader: mutant " << m.name << ": check '" << id << "' is not in the rubric\n";
+      return std::nullopt;
+    }
+    specs.push_back(*it);
+  }
+  return specs;
+}
+
+/// Builds the mutant tree's stage 3 in every build `specs` need and grades it with them: the
+/// mutant's own check and each `also` must fail, and no failed check's hint may name a trap
+/// other than `m.trap` (the own check's must name it, when it is set).
+MutantVerdict grade_mutant(const MutantSpec& m, const std::vector<CheckSpec>& specs,
+                           const fs::path& tree, const Session& session) {
+  MutantVerdict verdict;
+  std::vector<StageInfo> stages;
+  for (StageInfo& s : discover_stages(tree.string())) {
+    if (s.number == 3) stages.push_back(s);
+  }
+  std::set<std::string> builds{"release"};
+  for (const CheckSpec& spec : specs) builds.insert(spec.build);
+  for (const std::string& b : builds) {
+    build_submission(tree.string(), (fs::path(session.build_root) / "mutants" / b).string(), b,
+                     stages, session.jobs);
+  }
+  if (stages.empty() || stages[0].binaries.count("release") == 0) {
+    // A mutant that does not compile proves nothing about the checks: it escaped.
+    return {false, "NOT CAUGHT (the mutant did not build)", ""};
+  }
+  stages[0].pool = offers_workers(stages[0].binaries.at("release"));
+  const auto results = grade_stages(specs, stages, session.ctx, session.rubric,
+                                    session.out_dir + "/mutants/" + m.name, session.start);
+  for (const CheckResult& r : results) {
+    const bool must_fail = r.check_id == m.check ||
+                           std::find(m.also.begin(), m.also.end(), r.check_id) != m.also.end();
+    const std::string trap = r.passed ? "" : classify_trap(r.check_id, r.output);
+    std::string note = r.check_id + (r.passed ? " passed" : " failed");
+    if (!trap.empty()) note += " (hint: " + trap + ")";
+    if (must_fail && r.passed) {
+      verdict.ok = false;
+      note += " — NOT CAUGHT";
+    }
+    if (!trap.empty() && trap != m.trap) {
+      verdict.ok = false;
+      note += " — WRONG HINT (expected " + (m.trap.empty() ? std::string("none") : m.trap) + ")";
+    }
+    if (r.check_id == m.check && !r.passed && !m.trap.empty() && trap != m.trap) {
+      verdict.ok = false;
+      note += " — NO HINT naming " + m.trap;
+    }
+    verdict.summary += (verdict.summary.empty() ? "" : "; ") + note;
+    const std::string hint = r.passed ? "" : trap_hint(r.check_id, r.output, nlohmann::json());
+    verdict.details += "### " + r.check_id + ": " + (r.passed ? "pass" : "FAIL") + "\n\n```\n" +
+                       (hint.empty() ? "" : hint + "\n\n") + r.output + "```\n\n";
+  }
+  return verdict;
+}
+
+}  // namespace
+
 int grade_mutants(const Session& session, const std::set<std::string>& wanted) {
-  const std::string& submission = session.submission;
-  const std::string& out_dir = session.out_dir;
   const Rubric& rubric = session.rubric;
-  const CheckContext& ctx = session.ctx;
-  const int jobs = session.jobs;
-  const auto start = session.start;
+  const auto elapsed = [&] {
+    return format_duration(std::chrono::duration<double>(Clock::now() - session.start).count());
+  };
   const fs::path tree = fs::path(session.build_root) / "mutants" / "src";
-  copy_tree(submission, tree);  // also undoes whatever mutant a previous run left planted
+  copy_tree(session.submission, tree);  // also undoes whatever mutant a previous run left planted
   std::vector<std::string> previous;
-  std::string table = "| mutant | check meant to catch it | caught |\n| --- | --- | --- |\n";
+  std::string table = "| mutant | check meant to catch it | verdict |\n| --- | --- | --- |\n";
   std::string details;
   int escaped = 0;
   for (const MutantSpec& m : rubric.mutants) {
     if (!wanted.count("all") && !wanted.count(m.name)) continue;
     // Undo the previous mutant; copies get a new mtime, so the incremental build notices.
     for (const std::string& file : previous) {
-      fs::copy_file(fs::path(submission) / file, tree / file, fs::copy_options::overwrite_existing);
+      fs::copy_file(fs::path(session.submission) / file, tree / file,
+                    fs::copy_options::overwrite_existing);
     }
     const std::string patch_path = (fs::path(rubric.directory) / m.patch).string();
     previous = patched_files(slurp(patch_path));
-    auto spec_it = std::find_if(rubric.checks.begin(), rubric.checks.end(),
-                                [&](const CheckSpec& c) { return c.id == m.check; });
-    if (spec_it == rubric.checks.end()) {
-      std::cerr << "grader: mutant " << m.name << ": check '" << m.check << "' is not in the rubric\n";
-      return 2;
-    }
+    const std::optional<std::vector<CheckSpec>> specs = mutant_checks(m, rubric);
+    if (!specs) return 2;
     if (std::string problems = patch_problems(tree.string(), patch_path, false); !problems.empty()) {
       std::cerr << "grader: mutant " << m.name << ": " << m.patch << " does not apply:\n" << problems;
       return 2;
     }
-    std::fprintf(stderr, "[mutants %7s] %s: building, then check %s\n",
-                 format_duration(std::chrono::duration<double>(Clock::now() - start).count()).c_str(),
+    std::fprintf(stderr, "[mutants %7s] %s: building, then checks %s\n", elapsed().c_str(),
                  m.name.c_str(), m.check.c_str());
-    std::vector<StageInfo> stages;
-    for (StageInfo& s : discover_stages(tree.string())) {
-      if (s.number == 3) stages.push_back(s);
-    }
-    if (stages.empty()) {
-      std::cerr << "grader: the submission has no stage 3 to plant bugs in\n";
-      return 2;
-    }
-    build_submission(tree.string(), (fs::path(session.build_root) / "mutants" / spec_it->build).string(),
-                     spec_it->build, stages, jobs);
-    if (stages[0].binaries.count("release") == 0 && spec_it->build != "release") {
-      build_submission(tree.string(), (fs::path(session.build_root) / "mutants" / "release").string(),
-                       "release", stages, jobs);
-    }
-    auto bin = stages[0].binaries.begin();
-    if (bin != stages[0].binaries.end()) stages[0].pool = offers_workers(bin->second);
-    auto results = grade_stages({*spec_it}, stages, ctx, rubric, out_dir + "/mutants/" + m.name, start, true);
-    bool caught = !results.empty() && !results[0].passed;
-    bool built = stages[0].binaries.count(spec_it->build) > 0;
-    // A mutant that does not compile proves nothing about the check: it escaped.
-    if (!caught || !built) ++escaped;
-    std::string verdict = !built ? "NOT CAUGHT (the mutant did not build)" : caught ? "caught" : "NOT CAUGHT";
-    table += "| " + m.name + " | " + m.check + " | " + verdict + " |\n";
-    std::printf("%-22s -> %-17s -> %s\n", m.name.c_str(), m.check.c_str(), verdict.c_str());
+    const MutantVerdict v = grade_mutant(m, *specs, tree, session);
+    if (!v.ok) ++escaped;
+    const std::string word = v.ok ? "caught: " : "FAILED: ";
+    table += "| " + m.name + " | " + m.check + " | " + word + v.summary + " |\n";
+    std::printf("%-22s -> %-17s -> %s%s\n", m.name.c_str(), m.check.c_str(), word.c_str(),
+                v.summary.c_str());
     std::fflush(stdout);
-    details += "## " + m.name + " -> " + m.check + ": " + verdict + "\n\n" + m.description +
-               "\n\n```\n" + (results.empty() ? std::string() : results[0].output) + "```\n\n";
+    details += "## " + m.name + " -> " + m.check + ": " + word + v.summary + "\n\n" +
+               m.description + "\n\n" + v.details;
   }
-  std::ofstream(fs::path(out_dir) / "mutants" / "report.md")
-      << "# Mutants: each planted bug and the check that must catch it\n\n" << table << "\n"
-      << details;
-  std::printf("\n%s(details: %s/mutants/report.md; %s)\n", table.c_str(), out_dir.c_str(),
-              format_duration(std::chrono::duration<double>(Clock::now() - start).count()).c_str());
+  fs::create_directories(fs::path(session.out_dir) / "mutants");
+  std::ofstream(fs::path(session.out_dir) / "mutants" / "report.md")
+      << "# Mutants: each planted bug, the checks that must catch it and the hint it must get\n\n"
+      << table << "\n" << details;
+  std::printf("\n%s(details: %s/mutants/report.md; %s)\n", table.c_str(), session.out_dir.c_str(),
+              elapsed().c_str());
   return escaped == 0 ? 0 : 1;
 }
 

@@ -37,6 +37,7 @@ std::string valid_utf8(const std::string& s) {
 }
 
 std::string status_word(const CheckResult& r) {
+  if (r.not_run) return "not run here";
   if (r.passed) return "pass";
   return r.expected_failure ? "FAIL (expected)" : "FAIL";
 }
@@ -50,6 +51,7 @@ std::string write_reports(const std::string& out_dir, const std::string& submiss
   double score = 0, max_score = 0;
   std::map<std::string, std::pair<double, double>> per_stage;
   for (const CheckResult& r : results) {
+    if (r.not_run) continue;  // neither a pass nor a failure: out of the totals
     score += r.score;
     max_score += r.max_score;
     per_stage[r.stage].first += r.score;
@@ -64,8 +66,13 @@ std::string write_reports(const std::string& out_dir, const std::string& submiss
   table += line;
   table += std::string(71, '-') + "\n";
   for (const CheckResult& r : results) {
-    std::snprintf(line, sizeof line, "%-18s %-17s %-16s %4.0f/%-4.0f %6.1fs\n", r.stage.c_str(),
-                  r.check_id.c_str(), status_word(r).c_str(), r.score, r.max_score, r.seconds);
+    if (r.not_run) {
+      std::snprintf(line, sizeof line, "%-18s %-17s %-16s    -/%-4.0f %6.1fs\n", r.stage.c_str(),
+                    r.check_id.c_str(), status_word(r).c_str(), r.max_score, r.seconds);
+    } else {
+      std::snprintf(line, sizeof line, "%-18s %-17s %-16s %4.0f/%-4.0f %6.1fs\n", r.stage.c_str(),
+                    r.check_id.c_str(), status_word(r).c_str(), r.score, r.max_score, r.seconds);
+    }
     table += line;
   }
   table += std::string(71, '-') + "\n";
@@ -115,7 +122,7 @@ std::string write_reports(const std::string& out_dir, const std::string& submiss
   // junit.xml: one testsuite per stage.
   std::ofstream xml(out_dir + "/junit.xml");
   int failures = 0;
-  for (const CheckResult& r : results) failures += r.passed ? 0 : 1;
+  for (const CheckResult& r : results) failures += r.passed || r.not_run ? 0 : 1;
   xml << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"grade\" tests=\""
       << results.size() << "\" failures=\"" << failures << "\" time=\"" << total_seconds
       << "\">\n";
@@ -124,7 +131,7 @@ std::string write_reports(const std::string& out_dir, const std::string& submiss
     for (const CheckResult& r : results) {
       if (r.stage == stage) {
         ++n;
-        f += r.passed ? 0 : 1;
+        f += r.passed || r.not_run ? 0 : 1;
       }
     }
     xml << "  <testsuite name=\"" << xml_escape(stage) << "\" tests=\"" << n << "\" failures=\""
@@ -134,7 +141,9 @@ std::string write_reports(const std::string& out_dir, const std::string& submiss
       nlohmann::json text = nlohmann::json::parse(valid_utf8(r.output));
       xml << "    <testcase classname=\"" << xml_escape(stage) << "\" name=\""
           << xml_escape(r.check_id) << "\" time=\"" << r.seconds << "\">\n";
-      if (!r.passed) {
+      if (r.not_run) {
+        xml << "      <skipped message=\"" << xml_escape(text.get<std::string>()) << "\"/>\n";
+      } else if (!r.passed) {
         xml << "      <failure message=\"" << xml_escape(r.name)
             << (r.expected_failure ? " (expected: the lesson of this stage)" : "") << "\">"
             << xml_escape(text.get<std::string>()) << "</failure>\n";

@@ -52,8 +52,10 @@ Rubric load_rubric(const std::string& path, bool quick) {
     rubric.checks.push_back(spec);
   }
   for (const nlohmann::json& m : doc.value("mutants", nlohmann::json::array())) {
-    rubric.mutants.push_back(
-        {m.at("name"), m.at("patch"), m.at("check"), m.value("description", "")});
+    rubric.mutants.push_back({m.at("name"), m.at("patch"), m.at("check"),
+                              m.value("description", ""), m.value("trap", ""),
+                              m.value("also", std::vector<std::string>{}),
+                              m.value("watch", std::vector<std::string>{})});
   }
   return rubric;
 }

@@ -1,5 +1,6 @@
 #include "launcher.h"
 
+#include <elf.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
@@ -14,6 +15,9 @@
 #include <csignal>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <stdexcept>
 
 #include "spawn_setup.h"
@@ -46,10 +50,46 @@ std::string describe(int wait_status) {
   return "ended with wait status " + std::to_string(wait_status);
 }
 
+#ifdef PROXY_CHILD_EMULATOR
+// The ELF machine (e_machine) of the file at `path`; -1 when it is not an ELF file.
+int elf_machine(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  unsigned char header[EI_NIDENT + 4] = {};
+  if (!in.read(reinterpret_cast<char*>(header), sizeof header)) return -1;
+  if (std::memcmp(header, ELFMAG, SELFMAG) != 0) return -1;
+  // e_machine is the half-word after e_type, in the file's byte order (System V ABI, ch. 4).
+  const int low = header[EI_NIDENT + 2];
+  const int high = header[EI_NIDENT + 3];
+  return header[EI_DATA] == ELFDATA2MSB ? low << 8 | high : high << 8 | low;
+}
+
+// A cross build tested under emulation (make cross-check, docs/raspberry-pi.md): the kernel
+// cannot run a target program, so one built like us (our own ELF machine; qemu-user shows the
+// emulated program as /proc/self/exe) starts through the emulator the build was configured
+// with, PROXY_CHILD_EMULATOR (words split on spaces). A host program (/bin/sh, curl, one found
+// in PATH) starts as it is.
+std::vector<std::string> through_emulator(std::vector<std::string> argv) {
+  static const int own_machine = elf_machine("/proc/self/exe");
+  if (argv[0].find('/') == std::string::npos || own_machine < 0 ||
+      elf_machine(argv[0]) != own_machine) {
+    return argv;
+  }
+  std::vector<std::string> command;
+  std::istringstream words(PROXY_CHILD_EMULATOR);
+  for (std::string word; words >> word;) command.push_back(word);
+  command.insert(command.end(), std::make_move_iterator(argv.begin()),
+                 std::make_move_iterator(argv.end()));
+  return command;
+}
+#endif
+
 }  // namespace
 
 Process::Process(std::vector<std::string> argv, const ProcessOptions& options) {
   if (argv.empty()) throw std::runtime_error("Process: empty argv");
+#ifdef PROXY_CHILD_EMULATOR
+  argv = through_emulator(std::move(argv));
+#endif
   int fds[2];
   // Close-on-exec, so other children spawned meanwhile (tests run servers side by side) do not
   // hold our pipe open and hide this child's end of output.

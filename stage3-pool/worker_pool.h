@@ -19,8 +19,9 @@
 
 namespace proxy {
 
-/// The number of hardware threads, at least 1: the pool's default size. For I/O-bound work it
-/// is a naive guess — workers mostly wait on origins — which the stage 4 tuning curve corrects.
+/// The number of hardware threads, at least 1. As a pool size for I/O-bound work it is a naive
+/// guess — workers mostly wait on origins — which the stage 4 tuning curve corrects; stage 3's
+/// default is this but never fewer than 4 workers (stage3-pool/main.cpp, kMinDefaultWorkers).
 std::size_t default_worker_count() noexcept;
 
 namespace detail {

@@ -1,11 +1,13 @@
 // The concurrency model is real, and countable: while 50 slow requests are in flight, stage 3
 // runs exactly its workers plus a fixed few threads, however many clients wait, while stage 2
 // runs one thread per connection. Threads are counted from outside, in /proc/PID/task.
-// Also: stage 2 answers 503 when it cannot start a thread, and stage 3 answers 503 to the
-// clients still queued when it stops.
+// Also: stage 2 answers 503 when it cannot start a thread, stage 3 answers 503 to the clients
+// still queued when it stops, and stage 3's default pool overlaps slow origins on one CPU.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <poll.h>
+#include <sched.h>
 #include <sys/resource.h>
 
 #include <chrono>
@@ -118,6 +120,49 @@ class PoolConcurrencyModel : public StageTest {
 };
 /// Stages with one thread per connection.
 class PerThreadConcurrencyModel : public StageTest {};
+/// Stage 3 as started with no pool flags.
+class PoolDefaults : public StageTest {};
+
+/// Pins the calling thread to one CPU it may run on, for its lifetime. A process spawned
+/// meanwhile inherits that affinity (sched_setaffinity(2): a child inherits its parent's mask
+/// across fork and execve), which is how a test runs a stage as if on a one-core machine.
+class OnOneCpu {
+ public:
+  OnOneCpu() {
+    if (::sched_getaffinity(0, sizeof saved_, &saved_) != 0) return;
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (CPU_ISSET(cpu, &saved_)) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        if (::sched_setaffinity(0, sizeof one, &one) == 0) cpu_ = cpu;
+        return;
+      }
+    }
+  }
+  ~OnOneCpu() {
+    if (cpu_ >= 0) ::sched_setaffinity(0, sizeof saved_, &saved_);
+  }
+  OnOneCpu(const OnOneCpu&) = delete;
+  OnOneCpu& operator=(const OnOneCpu&) = delete;
+  /// The CPU, or -1 when the affinity could not be set.
+  [[nodiscard]] int cpu() const { return cpu_; }
+
+ private:
+  cpu_set_t saved_{};
+  int cpu_ = -1;
+};
+
+/// The `Cpus_allowed_list` of process `pid` (/proc/PID/status), e.g. "0" or "0-1".
+std::string allowed_cpus(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("Cpus_allowed_list:", 0) == 0) {
+      return line.substr(line.find_first_not_of(" \t", sizeof "Cpus_allowed_list:" - 1));
+    }
+  }
+  return "";
+}
 
 TEST_P(PoolConcurrencyModel, RunsExactlyItsWorkersWhileFiftySlowRequestsWait) {
   constexpr std::size_t kWorkers = 4;
@@ -230,9 +275,41 @@ TEST_P(PerThreadConcurrencyModel, AnswersWith503WhenNoThreadCanStartAndKeepsAcce
 #endif
 }
 
+// A one-core VM or grading container: with its defaults, stage 3 still overlaps slow origins
+// (CS:APP Proxy Lab's concurrency test, three times over). Three clients wait on origins that
+// never answer; a fourth is served meanwhile. With a pool of one worker per core it would wait
+// behind them until the origin timeout.
+TEST_P(PoolDefaults, ServesAClientWhileThreeWaitOnStalledOriginsOnOneCpu) {
+  {
+    OnOneCpu pinned;
+    ASSERT_GE(pinned.cpu(), 0) << "cannot set this thread's CPU affinity";
+    start_stage({"--origin-timeout-ms", "60000"});
+    ASSERT_EQ(allowed_cpus(stage_->pid()), std::to_string(pinned.cpu()));
+  }
+  std::vector<proxy::Socket> stalled;
+  for (int i = 0; i < 3; ++i) {
+    stalled.push_back(
+        send_request(proxy_port(), proxy_get(origin_url("/stall?client=" + std::to_string(i)))));
+  }
+  ASSERT_TRUE(origin_->wait_for_requests("/stall", 3, kDeadline))
+      << "three workers must each hold a stalled request";
+  HttpResponse served = fetch(proxy_port(), origin_url("/bytes/10"), kDeadline);
+  EXPECT_EQ(served.status, 200);
+  for (const proxy::Socket& client : stalled) {
+    pollfd p{client.fd(), POLLIN, 0};
+    EXPECT_EQ(::poll(&p, 1, 0), 0) << "a stalled request must still be in flight";
+  }
+  harness::ExitStatus status = stage_->stop(10s);
+  EXPECT_TRUE(status.clean()) << stage_log();
+  EXPECT_GE(stat_value(status.output, "workers"), 4) << status.output;
+}
+
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(PoolConcurrencyModel);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(PoolDefaults);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(PerThreadConcurrencyModel);
 INSTANTIATE_TEST_SUITE_P(Concurrency, PoolConcurrencyModel,
+                         ::testing::ValuesIn(built_among({"stage3-pool"})), stage_name);
+INSTANTIATE_TEST_SUITE_P(Concurrency, PoolDefaults,
                          ::testing::ValuesIn(built_among({"stage3-pool"})), stage_name);
 INSTANTIATE_TEST_SUITE_P(Concurrency, PerThreadConcurrencyModel,
                          ::testing::ValuesIn(built_among({"stage2-per-thread"})), stage_name);

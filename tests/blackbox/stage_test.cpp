@@ -446,21 +446,24 @@ TEST_P(StageTest, StopsCleanlyInTheMiddleOfAMixedHitMissLoad) {
           // Ten hot keys that evict one another (4 fit), and a unique miss now and then.
           std::string path = i % 5 == 4 ? "/delay/5/bytes/300?u=" + std::to_string(c * 100000 + i)
                                         : "/bytes/4000?k=" + std::to_string((c + i) % 10);
+          bool ok = false;
           try {
-            HttpResponse r = fetch(proxy_port(), origin_url(path), 10s);
-            if (r.status != 200) continue;
+            ok = fetch(proxy_port(), origin_url(path), 10s).status == 200;
           } catch (const std::exception&) {
-            continue;  // refused or cut once the stop has begun
+            // Refused or cut: the stop has begun, or the stage has died (the wait below sees it).
           }
           std::lock_guard lock(mutex);
-          ++completed;
+          if (ok) ++completed;
           progressed.notify_all();
         }
       });
     }
     std::unique_lock lock(mutex);
-    ASSERT_TRUE(progressed.wait_for(lock, 60s, [&] { return completed >= 150; }))
-        << "only " << completed << " requests completed";
+    // Ends early when the stage has exited (a starter's stub throwing in a worker): no point
+    // waiting the full deadline for a process that is gone.
+    progressed.wait_for(lock, 60s, [&] { return completed >= 150 || !stage_->running(); });
+    ASSERT_GE(completed, 150) << "only " << completed << " requests completed"
+                              << (stage_->running() ? "" : "; the stage exited under load");
     lock.unlock();
     harness::ExitStatus status = stage_->stop(10s);
     EXPECT_TRUE(status.clean()) << "exit " << status.exit_code << " signal " << status.signal;
