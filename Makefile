@@ -85,7 +85,7 @@ bench-dispatch: release
 clean:
 	rm -rf build
 
-# --- Load measurements (issue 7): `make sweep`, `make bench` ------------------------------
+# --- Load measurements (docs/results.md): `make sweep`, `make bench` ----------------------
 # Both need wrk and gnuplot (scripts/install-deps bench); `make bench PEERS=1` also squid,
 # tinyproxy, nginx and varnish (scripts/install-deps peers). Only the programs they run are built.
 # make sweep [STAGE=stage3-pool] [WORKERS="1 2 4 ..."] [CONNECTIONS=100] [DURATION=10]
@@ -125,7 +125,7 @@ bench: deps-bench build/release/build.ninja
 	  --connections "$(BENCH_CONNECTIONS)" --pool-workers $(POOL_WORKERS) \
 	  $(if $(filter 1,$(PEERS)),--peers) --out results/bench
 
-# ---- Grading (grader/, README "Grading") -------------------------------------------------------
+# ---- Grading (grader/README.md) ----------------------------------------------------------------
 # make grade [SUBMISSION=DIR] [STAGES=1,3] [LAB=N] [QUICK=1]; make grade-mutants [MUTANTS=a,b]
 # LAB=N builds in one folder per lab (GRADE_BUILD_DIR), reused by every submission of that lab:
 # the grader lays each submission over the previous one's copy, so only the files that differ
@@ -171,7 +171,7 @@ grade-all: grader
 	  --jobs $(if $(filter command line,$(origin JOBS)),$(JOBS),1) --out $(or $(GRADE_ALL_OUT),results/grade-all) \
 	  $(if $(filter 1,$(QUICK)),-- --quick)
 
-# ---- Hardening (issue 10): fuzzing and the soak run; neither is part of `make test`. ----
+# ---- Hardening (docs/hardening.md): fuzzing and the soak run; neither is part of `make test`. ----
 # `make fuzz FUZZ_SECONDS=N` builds the libFuzzer targets with clang (build/fuzz/) and runs each
 # for N seconds, starting from its seed corpus in fuzz/corpus/<target>/. New inputs it finds go
 # to build/fuzz/corpus/<target>/; a crash stops the run and is saved in build/fuzz/crashes/.
@@ -202,7 +202,7 @@ soak: release
 	@scripts/install-deps --if-missing soak
 	build/release/bin/soak --seconds $(SOAK_SECONDS) --bin-dir build/release/bin
 
-# ---- Browser check (issue 9): `make e2e`; README "Browser check" ----------------------------
+# ---- Browser check: `make e2e`; tests/e2e/README.md ------------------------------------------
 # Headless Chromium loads tests/e2e/site through every stage (ctest label `e2e`). `make e2e`
 # installs Chromium when it is missing (scripts/install-deps e2e) and runs only this check;
 # `make test` runs it whenever Chromium is installed, and E2E_NOTICE says so when it is not (its
@@ -216,7 +216,7 @@ e2e: build/release/build.ninja
 	cmake --build --preset release -j $(JOBS) --target e2e_tests
 	ctest --preset release -L e2e $(CTEST_ARGS)
 
-# ---- Labs (issue 8; labs/README.md) ------------------------------------------------------------
+# ---- Labs (labs/README.md) -----------------------------------------------------------------------
 # make handout LAB=N: build/handout/labN/ (the whole tree, lab N's regions and later labs' as
 # TODO(student) stubs, no hidden tests, no mutants) and build/handout/labN.tar.gz.
 # make grade LAB=N SUBMISSION=DIR is the grader's lab mode (the grading block above).

@@ -53,7 +53,7 @@ void add_server_options(CLI::App& app, ServerConfig& config) {
          "Deadline for connecting to the origin, in ms (504 after it)");
   millis("--origin-timeout-ms", config.proxy.origin_timeout,
          "Deadline for each read from the origin, in ms (504 before the first byte)");
-  // Methods and tunnels (issue 9).
+  // Methods and tunnels (docs/using-the-proxy.md, "Methods, tunnels and response framing").
   app.add_option("--max-request-body-bytes", config.proxy.max_request_body,
                  "Largest request body forwarded, in bytes (413 past it). The first MiB is read "
                  "and checked before the origin is contacted; the rest is streamed")
@@ -89,7 +89,7 @@ void add_server_options(CLI::App& app, ServerConfig& config) {
           "CIDR"))
       ->allow_extra_args(false)  // one range per --allow, so `--allow R 8080` keeps its port
       ->take_all();
-  // RFC 9111 caching (issue 9): how long a 200 without explicit freshness stays fresh.
+  // RFC 9111 caching (http_cache_rules.h): how long a 200 without explicit freshness stays fresh.
   app.add_option_function<long>(
          "--heuristic-freshness-s",
          [&config](long s) { config.proxy.heuristic_freshness = std::chrono::seconds{s}; },

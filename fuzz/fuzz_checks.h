@@ -40,7 +40,7 @@ inline bool has_control_or_space(std::string_view s) {
 /// parse_request, request_body_framing and build_origin_request. A complete head consumed no
 /// more than it was given; an invalid one names 400, 414, 431 or 505; the head rebuilt for the
 /// origin parses back whole, so no CR or LF from client input ever splits a forwarded field
-/// (issue 10). The first byte's low bit picks tiny limits, so 414 and 431 are reached too.
+/// (docs/hardening.md). The first byte's low bit picks tiny limits, so 414 and 431 are reached too.
 inline void check_request_input(std::string_view input) {
   proxy::RequestLimits limits;
   if (!input.empty() && (static_cast<unsigned char>(input[0]) & 1)) limits = {64, 256, 4};

@@ -28,7 +28,7 @@ struct ProcessOptions {
   std::string stderr_path;
   /// When set, the child's limit on open file descriptors (RLIMIT_NOFILE, soft and hard),
   /// applied with prlimit(2) right after it starts and before it can accept a client — how a
-  /// test runs a server under `ulimit -n 64` (issue 10). Linux only; the constructor throws
+  /// test runs a server under `ulimit -n 64` (hardening_faults_test). Linux only; the constructor throws
   /// when the limit cannot be set.
   std::optional<unsigned long> max_open_files;
 };

@@ -33,7 +33,7 @@ struct OriginOptions {
   int capacity = 0;  ///< most requests served at once; more wait in FIFO order. 0 = unlimited
   int default_delay_ms = 0;  ///< latency added to every path except /__stats, in ms
 
-  // ---- e2e (issue 9): a static site for the browser check ----
+  // ---- a static site for the browser check (tests/e2e/) ----
   /// When not empty, `/site/PATH` serves the file DIR/PATH (`/site/` and `/site/D/` serve
   /// index.html) with a Content-Type named by its extension and `Cache-Control: max-age=3600`,
   /// so a shared cache may store it (RFC 9111 §3). Read per request in the loop thread: meant

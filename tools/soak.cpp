@@ -1,7 +1,7 @@
 // soak: runs a mixed load — hits, misses, origin errors, a stalled origin, slow clients and
 // clients that hang up mid-body — against stage binaries for a set time, and checks that each
 // stays up, that its resident memory and open descriptors stay flat once warmed up, and that it
-// stops cleanly. `make soak` runs it against stages 3 and 4 (those that exist); issue 10.
+// stops cleanly. `make soak` runs it against stages 3 and 4 (those that exist); see docs/hardening.md.
 //
 //   soak [--seconds N] [--clients N] [--bin-dir DIR] [--stages stage3-pool,stage4-tuned]
 //        [--valgrind-stages stage1-sequential,...|none]

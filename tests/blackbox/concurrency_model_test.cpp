@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "stage_fixture.h"
+#include "../test_support.h"
 
 #if defined(__has_feature)
 #if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
@@ -40,6 +41,10 @@
 
 namespace testing_support {
 namespace {
+
+using test_support::count_entries;
+using test_support::eventually;
+using test_support::fd_count;
 
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
@@ -60,29 +65,9 @@ constexpr auto kDeadline = 60s;  // generous: a loaded 2-core machine under TSan
 // inside the 3 s shutdown grace.
 std::string slow_path(int client) { return "/delay/2000/bytes/10?client=" + std::to_string(client); }
 
-std::size_t count_entries(const std::string& directory) {
-  std::size_t n = 0;
-  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(directory)) ++n;
-  return n;
-}
-
 /// Threads of process `pid` right now.
 std::size_t thread_count(pid_t pid) {
   return count_entries("/proc/" + std::to_string(pid) + "/task");
-}
-
-/// Open file descriptors of process `pid` right now.
-std::size_t fd_count(pid_t pid) { return count_entries("/proc/" + std::to_string(pid) + "/fd"); }
-
-/// Waits until `condition` holds, checking every 10 ms, for at most `deadline`. For state only
-/// the kernel can report (another process's descriptors); true once it holds.
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds deadline) {
-  const auto until = std::chrono::steady_clock::now() + deadline;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(10ms);
-  }
-  return true;
 }
 
 /// The value of `key=N` in a stats line, or -1.

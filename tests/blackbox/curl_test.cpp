@@ -1,4 +1,4 @@
-// Issue 9, real clients: the system `curl` through every stage — GET, HEAD (`curl -I`), POST
+// Real clients: the system `curl` through every stage — GET, HEAD (`curl -I`), POST
 // with a Content-Length and chunked, and CONNECT (`curl -p`) to a local TLS origin: nginx with a
 // throw-away certificate made by openssl for this test, run in the foreground from a temp dir.
 // Bytes are compared exactly. Without curl (or nginx/openssl for CONNECT) a test is skipped
@@ -23,9 +23,12 @@
 #include "socket.h"
 #include "spawn_setup.h"
 #include "stage_fixture.h"
+#include "../test_support.h"
 
 namespace testing_support {
 namespace {
+
+using test_support::read_file;
 
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
@@ -43,11 +46,6 @@ std::string find_program(const std::string& name) {
     if (::access(candidate.c_str(), X_OK) == 0) return candidate;
   }
   return {};
-}
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 void write_file(const fs::path& path, const std::string& bytes) {

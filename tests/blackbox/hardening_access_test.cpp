@@ -1,4 +1,4 @@
-// Hardening, nobody let in (issue 10), against every stage: loopback by default, a warning on
+// Hardening, nobody let in (docs/hardening.md), against every stage: loopback by default, a warning on
 // any other bind address, `--allow CIDR` answering everyone else with 403, and no CR or LF from
 // a client ever reaching a forwarded header.
 #include <gmock/gmock.h>

@@ -1,4 +1,4 @@
-// Hardening, faults in the proxy's own world (issue 10), against every stage: a client that
+// Hardening, faults in the proxy's own world (docs/hardening.md), against every stage: a client that
 // hangs up mid-response, running out of file descriptors, a queue under overload, and a stop
 // with transfers in flight.
 #include <gmock/gmock.h>
@@ -20,6 +20,7 @@
 
 #include "hardening_support.h"
 #include "stage_fixture.h"
+#include "../test_support.h"
 
 namespace testing_support {
 namespace {
@@ -40,16 +41,6 @@ long cpu_ticks(pid_t pid) {
   long stime = 0;
   fields >> utime >> stime;
   return utime + stime;
-}
-
-// Open descriptors of a process (entries in /proc/PID/fd).
-int open_fds(pid_t pid) {
-  int count = 0;
-  for ([[maybe_unused]] const auto& entry :
-       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
-    ++count;
-  }
-  return count;
 }
 
 // A client that resets the connection after the first 64 KiB of a large, storable body: the
@@ -134,7 +125,7 @@ TEST_P(HardeningFaults, SurvivesRunningOutOfFileDescriptorsWithoutSpinning) {
   // Service resumes: a fresh request is served, and the descriptors were given back.
   HttpResponse after = closing_fetch(stage.port(), origin_url("/bytes/10"));
   EXPECT_EQ(after.status, 200);
-  EXPECT_LT(open_fds(stage.pid()), 32) << "descriptors leaked";
+  EXPECT_LT(static_cast<int>(test_support::fd_count(stage.pid())), 32) << "descriptors leaked";
   harness::ExitStatus status = stage.stop(10s);
   EXPECT_TRUE(status.clean()) << status.exit_code << " " << status.signal;
 }

@@ -1,4 +1,4 @@
-// Hardening, bad input from clients (issue 10), against every stage: malformed request lines
+// Hardening, bad input from clients (docs/hardening.md), against every stage: malformed request lines
 // and fields, size limits at their exact boundaries, request smuggling, slow clients, and
 // request bodies. Every refusal is checked twice: the status the client gets, and that nothing
 // reached the origin.
@@ -106,7 +106,7 @@ TEST_P(HardeningInput, EnforcesHeadLimitsAtTheirExactBoundaries) {
 
   std::vector<std::string> fields;
   for (int i = 0; i < 98; ++i) fields.push_back("X-F" + std::to_string(i) + ": v");
-  // The proxy adds Via (issue 9), so the origin sees 101 fields: one that enforces the same
+  // The proxy adds Via (RFC 9110 §7.6.3), so the origin sees 101 fields: one that enforces the same
   // limit as the proxy would refuse them, and this test is about the proxy's limit.
   RawOrigin lenient(ok_response("ok"));
   HttpResponse hundred = exchange(proxy_port(), closing_request(lenient.url("/bytes/11"), fields));
@@ -220,7 +220,7 @@ TEST_P(HardeningInput, RelaysRequestBodiesByteExactWhateverTheirFraming) {
 }
 
 TEST_P(HardeningInput, RefusesBodiesOverTheLimitAndMethodsItDoesNotImplement) {
-  // The default limit is 100 MiB, streamed past the first MiB (issue 9); 1 MiB here keeps the
+  // The default limit is 100 MiB, streamed past the first MiB (common/request_body.cpp); 1 MiB here keeps the
   // limit inside the part checked before the origin is contacted.
   start_stage({"--max-request-body-bytes", "1048576"});
   RawOrigin origin(ok_response("ok"));

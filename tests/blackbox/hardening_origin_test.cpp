@@ -1,4 +1,4 @@
-// Hardening, bad answers from origins (issue 10), against every stage. For each way an origin
+// Hardening, bad answers from origins (docs/hardening.md), against every stage. For each way an origin
 // can fail, the client gets what it is owed — the partial bytes on a connection whose end shows
 // the cut, or 502 / 504 — nothing partial or failed is stored, and the next request for the
 // same URL goes to the origin again.
@@ -147,7 +147,7 @@ TEST_P(HardeningOrigin, StoresObjectsExactlyAtTheLimitAndNotOneByteOver) {
   const std::size_t sent_head = probe.raw.size() - probe.body.size();
   const std::size_t ours =
       std::string("Content-Length: 5000\r\nConnection: close\r\nX-Cache: MISS\r\n\r\n").size() +
-      ("Via: 1.1 " + GetParam() + "\r\n").size();  // this hop's Via is sent, not stored (issue 9)
+      ("Via: 1.1 " + GetParam() + "\r\n").size();  // this hop's Via is sent, not stored (RFC 9110 §7.6.3)
   ASSERT_GT(sent_head, ours);
   const std::size_t charge = url.size() + (sent_head - ours) + 5000;
   stage_->stop();

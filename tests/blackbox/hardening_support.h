@@ -1,4 +1,4 @@
-// Helpers for the hardening black-box tests (issue 10): a raw origin that misbehaves exactly as
+// Helpers for the hardening black-box tests (docs/hardening.md): a raw origin that misbehaves exactly as
 // a test scripts it and records what reached it, and a request builder that asks for
 // `Connection: close`, so the same tests read whole responses from stages with and without
 // keep-alive.

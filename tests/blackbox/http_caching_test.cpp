@@ -1,4 +1,4 @@
-// RFC 9111 caching (issue 9), against every stage: each test is one rule, named for it and
+// RFC 9111 caching (docs/caching.md), against every stage: each test is one rule, named for it and
 // citing its section. The origin's request count tells a hit (the origin never heard of the
 // request) from a miss (it did) from a revalidation (it did, and answered 304, so the client
 // gets the stored body). Nothing waits for time to pass: responses are stale on arrival

@@ -1,4 +1,4 @@
-// Issue 9, methods and responses, against every stage: each test is named for its rule and cites
+// Methods and responses (docs/using-the-proxy.md), against every stage: each test is named for its rule and cites
 // the RFC section. HEAD, bodies on POST/PUT/PATCH/DELETE/OPTIONS, invalidation, CONNECT tunnels,
 // interim responses, bodiless statuses, chunked to HTTP/1.0, Via.
 #include <gmock/gmock.h>

@@ -32,7 +32,7 @@ void StageTest::TearDown() {
     EXPECT_EQ(log.find(report), std::string::npos) << "sanitizer report in the stage's log:\n"
                                                   << log;
   }
-  // Labs (issue 8): a test that fails against a lab starter names the TODO(student) stub the
+  // Labs (labs/README.md): a test that fails against a lab starter names the TODO(student) stub the
   // stage ran into, whatever the stage did next (answered, closed, or carried on).
   if (HasFailure() && log.find("TODO(student)") != std::string::npos) {
     std::string todo_lines;

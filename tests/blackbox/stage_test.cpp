@@ -172,7 +172,7 @@ TEST_P(StageTest, AnswersOriginFormRequestWith400) {
   EXPECT_THAT(r.body, HasSubstr("absolute-form"));
 }
 
-// Issue 9: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS and CONNECT are served (methods_test);
+// Methods: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS and CONNECT are served (methods_test);
 // TRACE and unknown methods are not (RFC 9110 §15.6.2).
 TEST_P(StageTest, AnswersMethodsItDoesNotImplementWith501) {
   start_stage();

@@ -13,6 +13,7 @@
 
 #include "load_report.h"
 #include "stage_fixture.h"
+#include "../test_support.h"
 
 namespace {
 
@@ -20,13 +21,6 @@ namespace fs = std::filesystem;
 
 bool installed(const char* program) {
   return std::system(("command -v " + std::string(program) + " >/dev/null 2>&1").c_str()) == 0;
-}
-
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 TEST(TuningSweep, OnePointGivesACsvRowAndBothPlots) {
@@ -54,12 +48,12 @@ TEST(TuningSweep, OnePointGivesACsvRowAndBothPlots) {
                               (out / "stderr.txt").string() + "'";
   const int status = std::system(command.c_str());
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-      << "status " << status << "; stderr:\n" << slurp(out / "stderr.txt");
-  const std::string progress = slurp(out / "stderr.txt");
+      << "status " << status << "; stderr:\n" << test_support::read_file(out / "stderr.txt");
+  const std::string progress = test_support::read_file(out / "stderr.txt");
   EXPECT_NE(progress.find("[1/1] stage3-pool"), std::string::npos) << progress;
   EXPECT_NE(progress.find("ETA"), std::string::npos) << progress;
 
-  std::istringstream csv(slurp(out / "sweep.csv"));
+  std::istringstream csv(test_support::read_file(out / "sweep.csv"));
   std::string header, row, extra;
   ASSERT_TRUE(std::getline(csv, header));
   ASSERT_TRUE(std::getline(csv, row)) << "no data row";
@@ -86,10 +80,10 @@ TEST(TuningSweep, OnePointGivesACsvRowAndBothPlots) {
   // Two workers plus at least the accept loop.
   EXPECT_GE(std::stol(at("peak_threads")), 3) << row;
 
-  const std::string svg = slurp(out / "sweep.svg");
+  const std::string svg = test_support::read_file(out / "sweep.svg");
   EXPECT_NE(svg.find("<svg"), std::string::npos);
   EXPECT_NE(svg.find("Little"), std::string::npos) << "the bound's key entry is missing";
-  const std::string png = slurp(out / "sweep.png");
+  const std::string png = test_support::read_file(out / "sweep.png");
   ASSERT_GT(png.size(), 8u);
   EXPECT_EQ(png.substr(1, 3), "PNG");
 }

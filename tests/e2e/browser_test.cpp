@@ -1,4 +1,4 @@
-// The browser check (issue 9, "Real clients"): Debian's Chromium, headless, loads a page of
+// The browser check (tests/e2e/README.md): Debian's Chromium, headless, loads a page of
 // HTML, CSS, a script and three images (PNG, SVG, a GIF as a CSS background) from the harness
 // origin (`origin --site tests/e2e/site`), first directly and then twice through a stage, each
 // time with a new empty profile so that only the proxy can remember anything. Everything is a
@@ -21,8 +21,11 @@
 #include "http_client.h"
 #include "launcher.h"
 #include "stage_fixture.h"
+#include "../test_support.h"
 
 namespace {
+
+using test_support::read_file;
 
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
@@ -57,13 +60,6 @@ long long stat_value(const std::string& output, const std::string& name) {
   std::smatch match;
   if (!std::regex_search(output, match, std::regex("\\b" + name + "=([0-9]+)"))) return -1;
   return std::stoll(match[1].str());
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 /// One stage behind the origin with the site, and a browser. Parameterized over stage names.

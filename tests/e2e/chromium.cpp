@@ -17,11 +17,14 @@
 #include <stdexcept>
 
 #include "spawn_setup.h"
+#include "../test_support.h"
 
 extern char** environ;
 
 namespace e2e {
 namespace {
+
+using test_support::read_file;
 
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
@@ -44,7 +47,7 @@ const std::vector<std::string> kQuietHeadless = {
     "--hide-scrollbars",
     "--mute-audio",
     // No sockets opened ahead of need: a silent preconnected socket holds sequential stage 1
-    // for --client-timeout-ms before it serves anyone (README, "Browser check").
+    // for --client-timeout-ms before it serves anyone (tests/e2e/README.md).
     "--disable-features=SpeculativePreconnect",
 };
 
@@ -55,13 +58,6 @@ const std::vector<std::string> kQuietHeadless = {
 // must be listed with a minus: Chromium never sends loopback to a proxy unless told so.
 constexpr const char* kProxyBypass =
     "--proxy-bypass-list=<-loopback>;*.google.com;*.googleapis.com";
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
 
 // A new empty directory under `parent`, for one run's profile.
 fs::path make_temp_dir(const fs::path& parent, const std::string& prefix) {

@@ -13,9 +13,12 @@
 
 #include "exact_buffer.h"
 #include "fuzz_checks.h"
+#include "../test_support.h"
 
 namespace proxy {
 namespace {
+
+using test_support::read_file;
 
 namespace fs = std::filesystem;
 
@@ -29,13 +32,6 @@ std::vector<FuzzTarget> targets() {
           {"uri", proxy_fuzz::check_uri_input},
           {"chunked", proxy_fuzz::check_chunked_input},
           {"response_head", proxy_fuzz::check_response_head_input}};
-}
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
 }
 
 class FuzzCorpus : public ::testing::TestWithParam<FuzzTarget> {};

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <algorithm>
+#include <functional>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -12,6 +13,7 @@
 #include "elastic_pool.h"
 #include "pool_sizer.h"
 #include "queue_delay.h"
+#include "../test_support.h"
 
 namespace proxy {
 namespace {
@@ -165,14 +167,8 @@ TEST(QueueDelayShedder, AbsorbsABurstButShedsAStandingQueueUntilItDrains) {
 }
 
 // Waits for `condition` with a generous deadline; the pool's threads change state on their own.
-template <typename Condition>
-bool eventually(Condition condition) {
-  const auto until = std::chrono::steady_clock::now() + 20s;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
+bool eventually(const std::function<bool()>& condition) {
+  return test_support::eventually(condition, 20s, 1ms);
 }
 
 TEST(ElasticPool, GrowsAndShrinksWhileServingAndLosesNoItem) {
