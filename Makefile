@@ -127,14 +127,14 @@ bench: deps-bench build/release/build.ninja
 
 # ---- Grading (grader/README.md) ----------------------------------------------------------------
 # make grade [SUBMISSION=DIR] [STAGES=1,3] [LAB=N] [QUICK=1]; make grade-mutants [MUTANTS=a,b]
-# LAB=N builds in one folder per lab (GRADE_BUILD_DIR), reused by every submission of that lab:
+# LAB=N builds in one folder per lab (GRADE_BUILD_DIR/labN), reused by every submission of that lab:
 # the grader lays each submission over the previous one's copy, so only the files that differ
 # are recompiled (grader/README.md, "Minutes per submission"). Grade one lab N at a time there.
 # The default folder is outside the tree graded (a student's own tree, when SUBMISSION=.).
 SUBMISSION ?= .
 GRADE_CACHE = $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/proxy-grader
 GRADE_FLAGS = --submission $(SUBMISSION) $(if $(STAGES),--stages $(STAGES)) \
-	$(if $(LAB),--lab $(LAB) --build-dir $(or $(GRADE_BUILD_DIR),$(GRADE_CACHE)/lab$(LAB))) \
+	$(if $(LAB),--lab $(LAB) --build-dir $(or $(GRADE_BUILD_DIR),$(GRADE_CACHE)/labs)) \
 	$(if $(filter 1,$(QUICK)),--quick) $(if $(RUBRIC),--rubric $(RUBRIC))
 .PHONY: grade grade-mutants grader
 
