@@ -70,7 +70,7 @@ void add_options(CLI::App& app, Args& a) {
                "Only check that every mutant's patch applies exactly to the submission (fast: "
                "nothing is built); names the mutant and file of each that drifted, exits 1");
   app.add_option("--gdb", a.gdb, "Debugger the hang watchdog attaches")->capture_default_str();
-  app.add_option("-j,--jobs", a.jobs, "Parallel compile jobs")->capture_default_str();
+  app.add_option("-j,--jobs", a.jobs, "Parallel compile jobs, and in lab mode how many tests of a group run at once")->capture_default_str();
   app.add_flag("--quick", a.quick, "One repeat per check and shorter loads (the QUICK=1 budget)");
   app.add_flag("--expect-full-marks", a.expect_full,
                "Exit 1 unless every check passed or failed as the rubric expects (self-tests)");
