@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace proxy {
 namespace {
@@ -14,6 +15,8 @@ constexpr int kShrinkAfter = 8;
 constexpr double kFlat = 1.10;
 // "Well past" the unloaded moment's concurrency, for the bottleneck rule.
 constexpr double kMoreConcurrency = 1.5;
+// A cut of the pool that lost more than this share of throughput took working workers: undone.
+constexpr double kUndoCut = 0.9;
 
 }  // namespace
 
@@ -53,9 +56,24 @@ std::size_t PoolSizer::next(std::size_t current, const PoolSample& sample) {
                    demand_ <= kMoreConcurrency * base_.busy)) {
     base_ = {latency, demand_};
   }
-  const Observed base = base_;
   const double previous_throughput = last_throughput_;
   last_throughput_ = throughput;
+  // The bottleneck rule below is judged like every hill-climb step: the interval after it cut
+  // the pool shows whether those workers were idle waiters or were doing the work. When
+  // throughput fell with them, the rule was wrong — W₀ was stale (remembered from a faster
+  // phase: hits, a nearer origin), and this latency is simply the origin's. Undo the cut and take
+  // the latency seen now as the new W₀.
+  if (cut_from_ != 0) {
+    const std::size_t cut_from = std::exchange(cut_from_, 0);
+    if (measured && throughput < kUndoCut * throughput_before_cut_) {
+      base_ = {latency, demand_};
+      ceiling_ = 0;
+      underused_ = 0;
+      size_ = std::max(current, clamp(static_cast<double>(cut_from)));
+      return size_;
+    }
+  }
+  const Observed base = base_;
 
   // A downstream bottleneck: requests take latency_rise × longer than unloaded ones, and the
   // pool's throughput stopped rising. Little's law at the bottleneck: it completes λ per second
@@ -70,6 +88,10 @@ std::size_t PoolSizer::next(std::size_t current, const PoolSample& sample) {
     ceiling_ = clamp(std::max(useful, workers / 2));
     underused_ = 0;
     size_ = std::min(current, ceiling_);
+    if (size_ < current) {
+      cut_from_ = current;
+      throughput_before_cut_ = throughput;
+    }
     return size_;
   }
 

@@ -75,6 +75,10 @@ class PoolSizer {
   double demand_ = 0;
   Observed base_;  // W₀, the unloaded latency, and the concurrency it was seen at
   double last_throughput_ = 0;
+  // After the bottleneck rule cut the pool: the size before, and the throughput then, so the next
+  // interval can undo a cut that cost throughput.
+  std::size_t cut_from_ = 0;  // 0: no cut to judge
+  double throughput_before_cut_ = 0;
   // After a bottleneck was found: growth past `ceiling_` goes in steps, not jumps, until the
   // load goes away (the limit may have moved: another origin, fewer clients).
   std::size_t ceiling_ = 0;  // 0: none found

@@ -141,6 +141,22 @@ TEST(PoolSizer, UnlimitedOriginGrowsToTheClientsAndStays) {
   EXPECT_LE(size, 600u);
 }
 
+// A fast phase (hits or a near origin: W₀ = 0.1 ms at a handful of workers), then a slow origin
+// (50 ms) behind 400 clients that it serves without limit. The slow phase's latency is 500× the
+// remembered W₀ at far more concurrency, yet nothing here is a bottleneck: every growth step adds
+// throughput. The pool must grow to the clients and stay, not halve itself every interval.
+TEST(PoolSizer, AFastPhaseBeforeASlowOriginDoesNotReadAsABottleneck) {
+  PoolSizer sizer({2, 1000}, 2);
+  std::size_t size = 2;
+  for (int step = 0; step < 20; ++step) size = sizer.next(size, closed_loop(size, 4, 0.0001, 1e9));
+  std::size_t smallest_late = 1000;
+  for (int step = 0; step < 60; ++step) {
+    size = sizer.next(size, closed_loop(size, 400, 0.050, 1e9));
+    if (step >= 20) smallest_late = std::min(smallest_late, size);
+  }
+  EXPECT_GE(smallest_late, 400u) << "every client keeps a worker once the pool has grown";
+}
+
 TEST(PoolSizer, ClampsItsStartAndIgnoresAnEmptyInterval) {
   PoolSizer sizer({4, 8}, 100);
   EXPECT_EQ(sizer.size(), 8u);
