@@ -35,8 +35,9 @@ std::size_t default_shards(const proxy::ServerConfig& server) {
 int main(int argc, char** argv) {
   proxy::TunedConfig config;
   std::string workers = "auto";
-  // Outlives run() so that the stats line can still read its counters.
+  // Lives inside run(); final_stats keeps its part of the stats line for after.
   std::optional<proxy::TunedServer> tuned;
+  std::string final_stats;  // the pool's part of the stats line, kept once the pool is gone
 
   proxy::StageDefinition stage;
   stage.name = "stage4-tuned";
@@ -129,9 +130,13 @@ int main(int argc, char** argv) {
     }
     tuned.emplace(server, config);
     tuned->run();
+    // Destroyed here, while the Server lives: its tunnel thread ends the last tunnels against
+    // the Server's counters, so it must be joined before run_stage destroys the Server.
+    final_stats = tuned->stats_text();
+    tuned.reset();
   };
   stage.extra_stats = [&] {
-    std::string text = tuned ? tuned->stats_text() : std::string();
+    std::string text = tuned ? tuned->stats_text() : final_stats;
     return text + " cache_shards=" + std::to_string(config.cache_shards);
   };
   return proxy::run_stage(argc, argv, stage);
