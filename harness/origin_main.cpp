@@ -32,7 +32,6 @@ constexpr const char* kPaths = R"(Paths:
   /respond?h=NAME:VALUE&status=CODE   any response fields and status (caching tests)
   /echo               the request body back, any method
   /interim/CODE[/PATH]  an interim 1xx response first, then PATH's answer
-  /site/PATH          files of --site DIR
   /__stats            per-path request counts as JSON
   /site/PATH          with --site DIR: the file DIR/PATH, Content-Type by extension
 )";
