@@ -43,7 +43,6 @@ namespace testing_support {
 namespace {
 
 using test_support::count_entries;
-using test_support::eventually;
 using test_support::fd_count;
 
 using namespace std::chrono_literals;
@@ -59,7 +58,9 @@ constexpr std::size_t kOtherThreads = 2;
 #endif
 
 constexpr int kClients = 50;
-constexpr auto kDeadline = 60s;  // generous: a loaded 2-core machine under TSan
+// Generous: a loaded 2-core machine under TSan. A pool that hangs does not wait it out: the
+// fixture's hang watch (hang_watch.h) fails the test within seconds of the hang.
+constexpr auto kDeadline = 60s;
 
 // Slow enough that every client is still waiting while we count, fast enough to finish
 // inside the 3 s shutdown grace.
@@ -101,13 +102,13 @@ class PoolConcurrencyModel : public StageTest {
     const std::size_t idle_fds = fd_count(pid);
     std::vector<proxy::Socket> clients;
     clients.push_back(send_request(proxy_port(), proxy_get(origin_url(slow_path(0)))));
-    EXPECT_TRUE(origin_->wait_for_requests("/delay/", 1, kDeadline));  // the worker is busy
+    EXPECT_TRUE(wait_for_origin("/delay/", 1, kDeadline));  // the worker is busy
     for (int i = 1; i <= waiting; ++i) {
       clients.push_back(send_request(proxy_port(), proxy_get(origin_url(slow_path(i)))));
     }
     // Wait until the stage holds every client (plus the worker's origin socket), so that the
     // waiting ones are inside it rather than in the kernel's backlog.
-    EXPECT_TRUE(eventually([&] { return fd_count(pid) >= idle_fds + clients.size() + 1; },
+    EXPECT_TRUE(wait_until([&] { return fd_count(pid) >= idle_fds + clients.size() + 1; },
                            kDeadline));
     status = stage_->stop(10s);
     std::vector<HttpResponse> responses;
@@ -173,7 +174,7 @@ TEST_P(PoolConcurrencyModel, RunsExactlyItsWorkersWhileFiftySlowRequestsWait) {
   for (int i = 0; i < kClients; ++i) {
     clients.push_back(send_request(proxy_port(), proxy_get(origin_url(slow_path(i)))));
   }
-  ASSERT_TRUE(origin_->wait_for_requests("/delay/", kWorkers, kDeadline));
+  ASSERT_TRUE(wait_for_origin("/delay/", kWorkers, kDeadline));
   EXPECT_EQ(thread_count(pid), kWorkers + kOtherThreads)
       << "a pool runs its workers, main and the shutdown watcher: no thread per client";
   EXPECT_EQ(origin_->request_count("/delay/"), kWorkers)
@@ -221,7 +222,7 @@ TEST_P(PerThreadConcurrencyModel, RunsAThreadPerConnectionWhileFiftySlowRequests
   for (int i = 0; i < kClients; ++i) {
     clients.push_back(send_request(proxy_port(), proxy_get(origin_url(slow_path(i)))));
   }
-  ASSERT_TRUE(origin_->wait_for_requests("/delay/", kClients, kDeadline))
+  ASSERT_TRUE(wait_for_origin("/delay/", kClients, kDeadline))
       << "all 50 must reach the origin at once: each has a thread of its own";
   EXPECT_GE(thread_count(pid), kClients + kOtherThreads);
 
@@ -291,7 +292,7 @@ TEST_P(PoolDefaults, ServesAClientWhileThreeWaitOnStalledOriginsOnOneCpu) {
     stalled.push_back(
         send_request(proxy_port(), proxy_get(origin_url("/stall?client=" + std::to_string(i)))));
   }
-  ASSERT_TRUE(origin_->wait_for_requests("/stall", 3, kDeadline))
+  ASSERT_TRUE(wait_for_origin("/stall", 3, kDeadline))
       << "three workers must each hold a stalled request";
   HttpResponse served = fetch(proxy_port(), origin_url("/bytes/10"), kDeadline);
   EXPECT_EQ(served.status, 200);

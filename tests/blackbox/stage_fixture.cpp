@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 namespace testing_support {
 
@@ -22,6 +24,10 @@ void StageTest::SetUp() { origin_ = std::make_unique<harness::OriginServer>(); }
 
 void StageTest::TearDown() {
   if (!stage_) return;
+  if (hang_watch_) {
+    hang_watch_->stop();
+    if (hang_watch_->hung()) ADD_FAILURE() << hang_watch_->hang();
+  }
   harness::ExitStatus status = stage_->stop(std::chrono::seconds(10));
   std::string log = stage_log();
   EXPECT_TRUE(status.clean()) << GetParam() << " exited with " << status.exit_code << ", signal "
@@ -45,7 +51,12 @@ void StageTest::TearDown() {
 }
 
 void StageTest::start_stage(const std::vector<std::string>& flags) {
-  std::vector<std::string> argv{binary_path(GetParam()), "--port", "0"};
+  // PROXY_TEST_STAGE_DIR runs the fixture's tests against stage binaries built elsewhere: the
+  // grader's self-test points it at a planted bug (grader/CMakeLists.txt).
+  const char* stage_dir = std::getenv("PROXY_TEST_STAGE_DIR");
+  std::vector<std::string> argv{
+      stage_dir && *stage_dir ? std::string(stage_dir) + "/" + GetParam() : binary_path(GetParam()),
+      "--port", "0"};
   argv.insert(argv.end(), flags.begin(), flags.end());
   std::string test_name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
   for (char& c : test_name) {
@@ -58,6 +69,33 @@ void StageTest::start_stage(const std::vector<std::string>& flags) {
   // Sanitizer builds start slowly on a loaded 2-core machine; a hang still fails.
   options.ready_timeout = std::chrono::seconds(30);
   stage_ = std::make_unique<harness::Process>(argv, options);
+  // Lab 3's black-box suites (labs/manifest.json) on the pool stage. Not the other suites
+  // built on this fixture: a slow-client attack may hold every worker on clients that send
+  // nothing, while another client's request waits unread -- a correct pool's state there.
+  const std::string suite =
+      ::testing::UnitTest::GetInstance()->current_test_info()->test_suite_name();
+  const std::string fixture = suite.substr(suite.rfind('/') + 1);
+  if (GetParam() == "stage3-pool" &&
+      (fixture == "StageTest" || fixture == "PoolConcurrencyModel" || fixture == "PoolDefaults")) {
+    hang_watch_ = std::make_unique<HangWatch>(stage_->pid(), stage_->port(), origin_->port(),
+                                              GetParam());
+  }
+}
+
+bool StageTest::wait_until(const std::function<bool()>& condition,
+                           std::chrono::milliseconds deadline) {
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  while (!condition()) {
+    if (hang_watch_ && hang_watch_->hung()) return false;
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+bool StageTest::wait_for_origin(const std::string& path_prefix, std::uint64_t count,
+                                std::chrono::milliseconds deadline) {
+  return wait_until([&] { return origin_->request_count(path_prefix) >= count; }, deadline);
 }
 
 std::string StageTest::origin_url(const std::string& path) const {

@@ -4,10 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "hang_watch.h"
 #include "http_client.h"
 #include "launcher.h"
 #include "origin_server.h"
@@ -30,7 +33,17 @@ class StageTest : public ::testing::TestWithParam<std::string> {
   void TearDown() override;
 
   /// Starts the stage with `--port 0` plus `flags`; stderr goes to a file shown on failure.
+  /// The binary is this build's, or $PROXY_TEST_STAGE_DIR/STAGE when that is set.
+  /// In lab 3's suites (StageTest, PoolConcurrencyModel, PoolDefaults) the pool stage is
+  /// watched for the hang a lost wakeup leaves (hang_watch.h): seen, the test fails within
+  /// seconds naming it, and the stage is killed.
   void start_stage(const std::vector<std::string>& flags = {});
+  /// Waits until `condition` holds, up to `deadline`; false when it did not, and at once when
+  /// the hang watch has seen the stage hang. For steps that only the stage can complete.
+  bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds deadline);
+  /// wait_until the origin has seen `count` requests whose path starts with `path_prefix`.
+  bool wait_for_origin(const std::string& path_prefix, std::uint64_t count,
+                       std::chrono::milliseconds deadline);
   /// "http://127.0.0.1:ORIGIN_PORT" + path
   [[nodiscard]] std::string origin_url(const std::string& path) const;
   [[nodiscard]] std::uint16_t proxy_port() const { return stage_->port(); }
@@ -41,6 +54,7 @@ class StageTest : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<harness::OriginServer> origin_;
   std::unique_ptr<harness::Process> stage_;
   std::string stderr_path_;
+  std::unique_ptr<HangWatch> hang_watch_;  // pool stages only; stopped before the stage
 };
 
 /// gtest's parameter names may not contain '-'.

@@ -327,7 +327,7 @@ TEST_P(StageTest, StalledRequestAndAConcurrentOne) {
   start_stage({"--origin-timeout-ms", "2000"});
   proxy::Socket stalled = send_request(proxy_port(), proxy_get(origin_url("/stall")));
   // Wait until the origin holds the stalled request, so the proxy is surely busy with it.
-  ASSERT_TRUE(origin_->wait_for_requests("/stall", 1, 10s));
+  ASSERT_TRUE(wait_for_origin("/stall", 1, 10s));
 
   proxy::Socket second = send_request(proxy_port(), proxy_get(origin_url("/bytes/10")));
   if (sequential()) {
@@ -371,7 +371,7 @@ TEST_P(StageTest, StopsOnSigtermWithAStatsLine) {
 TEST_P(StageTest, StopsWithin5SecondsWithARequestInFlight) {
   start_stage();
   proxy::Socket stalled = send_request(proxy_port(), proxy_get(origin_url("/stall")));
-  ASSERT_TRUE(origin_->wait_for_requests("/stall", 1, 10s));
+  ASSERT_TRUE(wait_for_origin("/stall", 1, 10s));
   harness::ExitStatus status = stage_->stop(10s);
   EXPECT_TRUE(status.clean());
   EXPECT_LT(status.elapsed, 5s);
