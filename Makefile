@@ -19,7 +19,7 @@ help:
 	@echo "make sweep      the tuning curve: STAGE x WORKERS under wrk -> results/sweep/ (QUICK=1: ~20 s)"
 	@echo "make bench      every stage side by side on the studies' scenarios -> results/bench/ (PEERS=1, QUICK=1)"
 	@echo "make grade      grade every stage of this tree, or SUBMISSION=DIR [STAGES=1,3] [QUICK=1] -> results/grade/"
-	@echo "make grade-mutants   grade each planted-bug mutant of stage 3; every one must be caught"
+	@echo "make grade-mutants   grade each planted-bug mutant of stage 3; every one must be caught (not in a lab handout)"
 	@echo "make gradescope LAB=N | STAGES=1,2,3,4   a Gradescope autograder zip -> results/gradescope/"
 	@echo "make gradescope-check  the bundle's run_autograder against a simulated /autograder (slow)"
 	@echo "make grade-all SUBMISSIONS=DIR [LAB=N] [JOBS=K]   every subfolder, resumable -> results/grade-all/gradebook.csv"
@@ -145,7 +145,11 @@ grader: build/release/build.ninja
 grade: grader
 	build/release/bin/grader $(GRADE_FLAGS) $(GRADE_ARGS)
 
-grade-mutants: grader
+# A lab handout has no grader/mutants/ (the patches show the reference code): say so before
+# building anything.
+grade-mutants:
+	@test -d grader/mutants || { echo "make grade-mutants: grader/mutants/ is not in this tree. A lab handout leaves the planted bugs out (their patches show the reference code); they are run in the course's repository."; exit 2; }
+	@$(MAKE) --no-print-directory grader
 	build/release/bin/grader --mutants $(or $(MUTANTS),all) $(if $(filter 1,$(QUICK)),--quick) $(GRADE_ARGS)
 
 # Gradescope and many submissions (grader/README.md, "Gradescope", "Many submissions").
