@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -351,12 +352,27 @@ RunOutcome check_deadlock(const CheckSpec& spec, const StageInfo& stage,
     ok = false;
     out += "\nNot one response completed under load, so no lock order was exercised.\n";
   }
+  bool inversion_shown = false;
+  std::set<std::string> other_kinds;
   for (const TsanReport& report : tsan_reports(run.log)) {
-    if (report.kind != "lock-order-inversion") continue;
+    if (report.kind != "lock-order-inversion") {
+      other_kinds.insert(report.kind);
+      continue;
+    }
     ok = false;
+    if (inversion_shown) continue;  // the first one; the full log has the rest
+    inversion_shown = true;
     out += "\nThreadSanitizer found two locks taken in opposite orders (a deadlock waiting to "
            "happen; stacks cut to your code):\n" + student_frames(report.text) + "\n";
-    break;  // the first one; the full log has the rest
+  }
+  // A hang that follows memory misuse or a race is not the same bug as a wakeup that never
+  // came: say what else TSan saw in this run (the races check shows such reports in full), so
+  // that the reader -- and the trap hint (traps.cpp) -- does not blame the wait.
+  if (run.hung) {
+    for (const std::string& kind : other_kinds) {
+      out += "\nThreadSanitizer also reported a " + kind +
+             " during this run (the races check shows one in full).\n";
+    }
   }
   if (run.died_early) {
     ok = false;

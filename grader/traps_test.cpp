@@ -92,6 +92,82 @@ TEST(TrapHints, ACrashAtExitIsNotACloseThatWakesNobody) {
   EXPECT_EQ(classify_trap("shutdown", output), "");
 }
 
+// ---- the stress checks on pointer-into-vector.patch (make grade LAB=3) --------------------
+
+const std::string kPointerRaces =
+    "run 1: 343 responses completed; 0 requests failed before the SIGTERM, 12 after it (refused "
+    "or cut: expected); the stage HUNG under load: no response completed for 15 s while the "
+    "process was alive\n\n"
+    "NO POINTS: the stage served nothing under load — see the deadlock check (it HUNG under "
+    "load: no response completed for 15 s while the process was alive). Without a load that "
+    "makes progress this check has no evidence to judge.\n\n"
+    "ThreadSanitizer found a heap-use-after-free (its stacks cut to your code):\n"
+    "WARNING: ThreadSanitizer: heap-use-after-free (pid=30800)\n"
+    "  Read of size 4 at 0x7b0400000080 by thread T5:\n"
+    "    #0 proxy::Socket::release() src/common/socket.cpp:239 (stage3-pool+0x60d33)\n"
+    "    #7 proxy::WorkerPool<proxy::Socket*>::work() src/stage3-pool/worker_pool.h:122\n"
+    "  Previous write of size 8 at 0x7b0400000080 by main thread:\n"
+    "    #6 proxy::Socket& std::vector<proxy::Socket, std::allocator<proxy::Socket> "
+    ">::emplace_back<proxy::Socket>(proxy::Socket&&) /usr/include/c++/12/bits/vector.tcc:123\n"
+    "    #8 run_pool src/stage3-pool/main.cpp:53 (stage3-pool+0xdd85)\n";
+
+const std::string kPointerDeadlock =
+    "run 1: 1500 responses completed; 0 requests failed before the SIGTERM, 29 after it (refused "
+    "or cut: expected); the stage HUNG under load: no response completed for 6 s while the "
+    "process was alive\n\n"
+    "The watchdog found a hang (under load: no response completed for 6 s while the process "
+    "was alive). Every thread's stack, from gdb, before the process was killed:\n"
+    "  threads 7, 6, 5, 4 (4 with this stack):\n"
+    "    __pthread_cond_wait_common\n"
+    "    std::condition_variable::wait<proxy::BoundedQueue<proxy::Socket*>::pop()::{lambda()#1}>"
+    "(std::unique_lock<std::mutex>&, proxy::BoundedQueue<proxy::Socket*>::pop()::{lambda()#1})\n"
+    "    proxy::BoundedQueue<proxy::Socket*>::pop (src/stage3-pool/bounded_queue.h:103)\n"
+    "    proxy::WorkerPool<proxy::Socket*>::work (src/stage3-pool/worker_pool.h:120)\n"
+    "  thread 1:\n"
+    "    __GI___poll\n"
+    "    proxy::Server::accept (src/common/server.cpp:113)\n";
+
+const std::string kPointerMemory =
+    "run 1: 4 responses completed; 0 requests failed before the SIGTERM, 8 after it (refused or "
+    "cut: expected); the stage HUNG under load: no response completed for 30 s while the "
+    "process was alive\n\n"
+    "NO POINTS: the stage served nothing under load — see the deadlock check (it HUNG under "
+    "load: no response completed for 30 s while the process was alive). Without a load that "
+    "makes progress this check has no evidence to judge.\n\n"
+    "Valgrind memcheck (the first errors, definitely lost bytes, descriptors open at exit):\n"
+    "Invalid read of size 4\n"
+    "   at 0x17721C: proxy::Socket::release() (socket.cpp:239)\n"
+    "   by 0x17713F: proxy::Socket::Socket(proxy::Socket&&) (socket.cpp:212)\n"
+    "   by 0x113B35: (anonymous namespace)::run_pool(proxy::Server&, (anonymous "
+    "namespace)::PoolConfig&)::{lambda(proxy::Socket*)#1}::operator()(proxy::Socket*) const "
+    "(main.cpp:50)\n"
+    "   by 0x138D4B: proxy::WorkerPool<proxy::Socket*>::work() (worker_pool.h:122)\n";
+
+TEST(TrapHints, AHeapUseAfterFreeUnderTsanIsThePointerTrapEvenWhenTheLoadHung) {
+  EXPECT_EQ(classify_trap("races", kPointerRaces), "pointer-into-vector");
+}
+
+TEST(TrapHints, SleepingWorkersBesideAQueueOfSocketPointersAreNotALostWakeup) {
+  EXPECT_EQ(classify_trap("deadlock", kPointerDeadlock), "pointer-into-vector");
+}
+
+TEST(TrapHints, SleepingWorkersAfterARaceAreNotCalledALostWakeup) {
+  std::string output = kPointerDeadlock;
+  // The same hang in a queue of values, after TSan saw a data race in the run.
+  const std::string pointer = "<proxy::Socket*>";
+  for (std::size_t at; (at = output.find(pointer)) != std::string::npos;) {
+    output.replace(at, pointer.size(), "<proxy::Socket>");
+  }
+  EXPECT_EQ(classify_trap("deadlock", output), "lost-wakeup");
+  output += "\nThreadSanitizer also reported a data race during this run (the races check shows "
+            "one in full).\n";
+  EXPECT_EQ(classify_trap("deadlock", output), "");
+}
+
+TEST(TrapHints, AnInvalidReadUnderValgrindIsThePointerTrapEvenWhenTheLoadHung) {
+  EXPECT_EQ(classify_trap("memory", kPointerMemory), "pointer-into-vector");
+}
+
 // ---- the hint line -----------------------------------------------------------------------
 
 TEST(TrapHints, OneHintLineWordedByTheManifestAndNoneWithoutEvidence) {
