@@ -133,6 +133,10 @@ TunedServer::TunedServer(Server& server, const TunedConfig& config)
                              ? config.max_tunnels
                              : std::max<std::size_t>(1, config.max_connections / 2);
   options_.metrics = [this] { return metrics_text(); };
+  if (config.origin_reuse) {
+    origin_pool_.emplace(config.origin_limits);
+    options_.origin_pool = &*origin_pool_;
+  }
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (epoll_fd_ < 0 || wake_fd_ < 0) {
@@ -206,6 +210,7 @@ void TunedServer::housekeeping(Clock::time_point now) {
   busy_sum_ += static_cast<double>(pool_.busy());
   ++busy_ticks_;
   close_idle(now);
+  if (origin_pool_) origin_pool_->close_idle();
   // Requests waiting past the shedding target while the pool may still grow: do not wait for
   // the interval, a tick is enough evidence.
   resize_pool(now, wait >= seconds(config_.shed_delay) / 2);
@@ -506,6 +511,12 @@ std::string TunedServer::metrics_text() const {
   m.idle_closed = idle_closed_.load(std::memory_order_relaxed);
   m.head_timeouts = head_timeouts_.load(std::memory_order_relaxed);
   m.tunnels_open = server_.stats().tunnels_open.load(std::memory_order_relaxed);
+  m.origin_connects = server_.stats().origin_connects.load(std::memory_order_relaxed);
+  m.origin_retries = server_.stats().origin_retries.load(std::memory_order_relaxed);
+  if (origin_pool_) {
+    m.origin_reused = origin_pool_->counters().reused;
+    m.origin_idle = origin_pool_->idle();
+  }
   m.latency = latency_.snapshot();
   return render_prometheus(m);
 }
@@ -519,7 +530,9 @@ std::string TunedServer::stats_text() const {
   return text + " queue=" + std::to_string(config_.queue) +
          " shed=" + std::to_string(shed_.load()) +
          " peak_queued=" + std::to_string(pool_.peak_queued()) +
-         " max_tunnels=" + std::to_string(options_.max_tunnels);
+         " max_tunnels=" + std::to_string(options_.max_tunnels) +
+         " origin_connects=" + std::to_string(server_.stats().origin_connects.load()) +
+         " origin_reused=" + std::to_string(origin_pool_ ? origin_pool_->counters().reused : 0);
 }
 
 }  // namespace proxy

@@ -13,12 +13,14 @@
 #include <deque>
 #include <mutex>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "elastic_pool.h"
 #include "metrics.h"
+#include "origin_pool.h"
 #include "pool_sizer.h"
 #include "proxy.h"
 #include "queue_delay.h"
@@ -53,6 +55,13 @@ struct TunedConfig {
   /// CONNECT tunnels open at once; past it a CONNECT gets 503 + Retry-After. Each costs two
   /// descriptors and its relay buffers (not a worker). 0: half of max_connections.
   std::size_t max_tunnels = 0;
+  /// Keep origin connections open between requests (ProxyOptions::origin_pool), within
+  /// `origin_limits`; false sends every request on a new connection, as stages 1-3 do.
+  bool origin_reuse = true;
+  /// Idle origin connections kept: per origin, in all, and for how long. Each worker holds at
+  /// most one origin connection at a time, so keeping as many per origin as workers can be busy
+  /// lets a steady load to one origin run without a connect per request.
+  OriginPoolLimits origin_limits{256, 1024, Millis{4'000}};
 };
 
 /// Runs the accept loop, the epoll poller and the pool until the server's stop is requested,
@@ -170,6 +179,7 @@ class TunedServer {
   std::mutex returned_mutex_;  // guards returned_
   std::vector<Client> returned_;  // connections workers finished with, still open
 
+  std::optional<OriginPool> origin_pool_;  // before pool_: the workers use it
   TunnelRelay tunnels_;  // before pool_: workers hand tunnels to it until they are joined
   ElasticPool<Job> pool_;  // last: its workers stop before the fields above go away
 };
