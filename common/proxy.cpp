@@ -112,6 +112,7 @@ bool read_request(Context& ctx, std::string& buffer, Request& request, std::size
   bool worth_parsing = !buffer.empty();
   for (;;) {
     if (worth_parsing) {
+      buffer.erase(0, leading_empty_lines(buffer));  // RFC 9112 §2.2
       RequestParseResult parsed = parse_request(buffer, request, limits);
       if (parsed.status != ParseStatus::incomplete) {
         ctx.stats.requests.fetch_add(1, std::memory_order_relaxed);

@@ -90,7 +90,8 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     app.add_option("--max-connections", config.max_connections,
                    "Open client connections, idle ones included; past it a new connection gets "
-                   "503 at accept (connections)")
+                   "503 at accept (connections). At most half of RLIMIT_NOFILE, whose soft limit "
+                   "is raised to the hard one: each connection may need a second descriptor")
         ->check(CLI::Range(std::size_t{1}, std::size_t{1'000'000}))
         ->capture_default_str();
     app.add_option_function<long>(

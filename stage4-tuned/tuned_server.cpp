@@ -102,6 +102,35 @@ std::uint64_t read_proc_number(const char* path, const char* key, std::uint64_t 
   return fallback;
 }
 
+// Half the descriptors this process may open: every client connection may come with an origin
+// connection or a tunnel's far end, and the rest (the idle origin pool, the listener, epoll,
+// logs) lives in the margin. The soft limit is raised to the hard one first, as nginx's
+// worker_rlimit_nofile does, since the default soft limit (often 1024) is far below a server's.
+// Past the limit accept fails with EMFILE and clients wait in the backlog unanswered; within it
+// they get a 503 from the connection cap.
+TunedConfig fit_to_descriptors(TunedConfig config) {
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) != 0) return config;
+  if (files.rlim_cur < files.rlim_max) {
+    rlimit raised = files;
+    raised.rlim_cur = files.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) files = raised;
+  }
+  if (files.rlim_cur == RLIM_INFINITY) return config;
+  const std::size_t allowed = std::max<std::size_t>(1, static_cast<std::size_t>(files.rlim_cur / 2));
+  if (config.max_connections > allowed) {
+    log_line("--max-connections " + std::to_string(config.max_connections) + " is more than " +
+             "RLIMIT_NOFILE (" + std::to_string(files.rlim_cur) + " descriptors) allows at two " +
+             "per connection; using " + std::to_string(allowed));
+    config.max_connections = allowed;
+  }
+  config.origin_limits.total = std::clamp<std::size_t>(
+      static_cast<std::size_t>(files.rlim_cur / 8), 1, config.origin_limits.total);
+  config.origin_limits.per_origin =
+      std::min(config.origin_limits.per_origin, config.origin_limits.total);
+  return config;
+}
+
 }  // namespace
 
 std::size_t default_max_workers() {
@@ -120,7 +149,7 @@ std::size_t default_max_workers() {
 
 TunedServer::TunedServer(Server& server, const TunedConfig& config)
     : server_(server),
-      config_(config),
+      config_(fit_to_descriptors(config)),
       options_(server.config().proxy),
       sizer_(sizer_options(config), initial_workers(config)),
       shedder_(shedder_options(config)),
@@ -129,12 +158,12 @@ TunedServer::TunedServer(Server& server, const TunedConfig& config)
   options_.keep_alive = true;
   options_.drop_abandoned = true;
   options_.adopt_tunnel = [this](EstablishedTunnel tunnel) { tunnels_.adopt(std::move(tunnel)); };
-  options_.max_tunnels = config.max_tunnels != 0
-                             ? config.max_tunnels
-                             : std::max<std::size_t>(1, config.max_connections / 2);
+  options_.max_tunnels = config_.max_tunnels != 0
+                             ? config_.max_tunnels
+                             : std::max<std::size_t>(1, config_.max_connections / 2);
   options_.metrics = [this] { return metrics_text(); };
-  if (config.origin_reuse) {
-    origin_pool_.emplace(config.origin_limits);
+  if (config_.origin_reuse) {
+    origin_pool_.emplace(config_.origin_limits);
     options_.origin_pool = &*origin_pool_;
   }
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
@@ -312,6 +341,7 @@ TunedServer::HeadState TunedServer::read_head(Idle& idle) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) break;
     return HeadState::closed;  // a reset
   }
+  idle.head.erase(0, leading_empty_lines(idle.head));  // RFC 9112 §2.2
   if (!fresh || idle.head.empty()) return HeadState::more;
   if (idle.head.size() > most) return HeadState::ready;
   Request request;

@@ -7,6 +7,7 @@
 
 #include <poll.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -536,6 +537,39 @@ TEST_P(TunedStage, OpenTunnelsHoldNoWorker) {
   EXPECT_EQ(through->status, 200);
   EXPECT_EQ(through->body, harness::deterministic_bytes(7));
   EXPECT_EQ(metrics()["proxy_tunnels_open"], 4);
+}
+
+// With a descriptor limit far below --max-connections, clients past what the limit allows get a
+// 503 from the connection cap at once, instead of waiting unanswered in the listen backlog while
+// accept fails with EMFILE.
+TEST_P(TunedStage, KeepsTheConnectionCapWithinTheDescriptorLimit) {
+  harness::ProcessOptions options;
+  options.max_open_files = 128;  // soft and hard: the stage cannot raise it
+  stderr_path_ = ::testing::TempDir() + "stage4-nofile-" + std::to_string(::getpid()) + ".log";
+  options.stderr_path = stderr_path_;
+  options.ready_timeout = 30s;
+  harness::Process stage({binary_path(GetParam()), "--port", "0", "--max-connections", "10000"},
+                         options);
+  constexpr int kClients = 100;  // past the cap (64), and past the limit if the cap were 10000
+  std::vector<proxy::Socket> clients;
+  int served = 0;
+  int refused = 0;
+  for (int i = 0; i < kClients; ++i) {
+    clients.push_back(send_request(stage.port(), proxy_get(origin_url("/bytes/10"))));
+    std::vector<HttpResponse> r = read_framed(clients.back(), 1, kDeadline);
+    ASSERT_EQ(r.size(), 1u) << "client " << i << " got no answer";
+    if (r[0].status == 200) {
+      ++served;  // and its connection stays open, counted against the cap
+    } else {
+      EXPECT_EQ(r[0].status, 503) << r[0].body;
+      ++refused;
+    }
+  }
+  EXPECT_EQ(served, 64);
+  EXPECT_EQ(refused, kClients - 64);
+  clients.clear();
+  EXPECT_TRUE(stage.stop(10s).clean());
+  EXPECT_THAT(stage_log(), HasSubstr("RLIMIT_NOFILE (128 descriptors)"));
 }
 
 // ---- Persistent origin connections (RFC 9112 §9.3), on by default in stage 4 ----

@@ -59,6 +59,15 @@ TEST_P(StageTest, PrintsListeningLineOnLoopbackByDefault) {
   EXPECT_NE(stage_->port(), 0);
 }
 
+// RFC 9112 §2.2: a server SHOULD ignore empty lines before the request line (some clients send
+// a CRLF after a request body).
+TEST_P(StageTest, IgnoresEmptyLinesBeforeTheRequestLine) {
+  start_stage();
+  HttpResponse r = exchange(proxy_port(), "\r\n\r\n" + proxy_get(origin_url("/bytes/10")));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, harness::deterministic_bytes(10));
+}
+
 TEST_P(StageTest, RelaysBinaryBodyByteExact) {
   start_stage();
   HttpResponse r = fetch(proxy_port(), origin_url("/bytes/70000"));
