@@ -1,8 +1,10 @@
+// Stage 4's poller and workers (tuned_server.h explains the design). How the poller reads a
+// request head, and answers a slow one 408, is in request_heads.cpp; what the machine allows
+// (workers, descriptors) in machine_limits.cpp.
 #include "tuned_server.h"
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -10,8 +12,6 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <limits>
 #include <system_error>
 
 #include "http_message.h"
@@ -29,19 +29,6 @@ constexpr int kTickMs = 50;
 // re-armed one fires again only when new bytes (or its end) arrive; a worker's connection is
 // disarmed until it comes back.
 constexpr std::uint32_t kParkedEvents = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
-
-// A head that trickles past --client-timeout-ms, answered by the poller without a worker.
-constexpr std::string_view k408Body = "408 Request Timeout: request head not received in time\n";
-constexpr std::string_view k408 =
-    "HTTP/1.1 408 Request Timeout\r\n"
-    "Content-Type: text/plain; charset=utf-8\r\n"
-    "Content-Length: 55\r\n"
-    "Connection: close\r\n"
-    "X-Cache: MISS\r\n"
-    "\r\n"
-    "408 Request Timeout: request head not received in time\n";
-static_assert(k408Body.size() == 55, "update Content-Length in k408");
-static_assert(k408.ends_with(k408Body));
 
 void epoll_control(int epoll_fd, int op, int fd, std::uint32_t events) {
   epoll_event event{};
@@ -81,71 +68,25 @@ QueueDelayOptions shedder_options(const TunedConfig& config) {
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// A number from the first line of a /proc file, or `fallback`.
-std::uint64_t read_proc_number(const char* path, const char* key, std::uint64_t fallback) {
-  std::ifstream in(path);
-  std::string word;
-  while (in >> word) {
-    if (key == nullptr || word == key) {
-      std::uint64_t value = 0;
-      if (key == nullptr) {
-        try {
-          return std::stoull(word);
-        } catch (...) {
-          return fallback;
-        }
-      }
-      if (in >> value) return value;
-      return fallback;
-    }
-  }
-  return fallback;
-}
-
-// Half the descriptors this process may open: every client connection may come with an origin
-// connection or a tunnel's far end, and the rest (the idle origin pool, the listener, epoll,
-// logs) lives in the margin. The soft limit is raised to the hard one first, as nginx's
-// worker_rlimit_nofile does, since the default soft limit (often 1024) is far below a server's.
-// Past the limit accept fails with EMFILE and clients wait in the backlog unanswered; within it
-// they get a 503 from the connection cap.
+// Keeps --max-connections and the idle origin pool within what RLIMIT_NOFILE allows
+// (machine_limits.h): past it accept fails with EMFILE and clients wait in the backlog
+// unanswered; within it they get a 503 from the connection cap.
 TunedConfig fit_to_descriptors(TunedConfig config) {
-  rlimit files{};
-  if (::getrlimit(RLIMIT_NOFILE, &files) != 0) return config;
-  if (files.rlim_cur < files.rlim_max) {
-    rlimit raised = files;
-    raised.rlim_cur = files.rlim_max;
-    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) files = raised;
-  }
-  if (files.rlim_cur == RLIM_INFINITY) return config;
-  const std::size_t allowed = std::max<std::size_t>(1, static_cast<std::size_t>(files.rlim_cur / 2));
-  if (config.max_connections > allowed) {
+  const std::optional<DescriptorBudget> budget = descriptor_budget();
+  if (!budget) return config;
+  if (config.max_connections > budget->max_connections) {
     log_line("--max-connections " + std::to_string(config.max_connections) + " is more than " +
-             "RLIMIT_NOFILE (" + std::to_string(files.rlim_cur) + " descriptors) allows at two " +
-             "per connection; using " + std::to_string(allowed));
-    config.max_connections = allowed;
+             "RLIMIT_NOFILE (" + std::to_string(budget->limit) + " descriptors) allows at two " +
+             "per connection; using " + std::to_string(budget->max_connections));
+    config.max_connections = budget->max_connections;
   }
-  config.origin_limits.total = std::clamp<std::size_t>(
-      static_cast<std::size_t>(files.rlim_cur / 8), 1, config.origin_limits.total);
+  config.origin_limits.total = std::min(config.origin_limits.total, budget->origin_idle);
   config.origin_limits.per_origin =
       std::min(config.origin_limits.per_origin, config.origin_limits.total);
   return config;
 }
 
 }  // namespace
-
-std::size_t default_max_workers() {
-  constexpr std::uint64_t kNone = std::numeric_limits<std::uint64_t>::max();
-  std::uint64_t limit = kNone;
-  rlimit nproc{};
-  if (::getrlimit(RLIMIT_NPROC, &nproc) == 0 && nproc.rlim_cur != RLIM_INFINITY) {
-    limit = std::min<std::uint64_t>(limit, nproc.rlim_cur / 4);
-  }
-  const std::uint64_t threads_max = read_proc_number("/proc/sys/kernel/threads-max", nullptr, kNone);
-  if (threads_max != kNone) limit = std::min(limit, threads_max / 4);
-  const std::uint64_t available_kib = read_proc_number("/proc/meminfo", "MemAvailable:", kNone);
-  if (available_kib != kNone) limit = std::min(limit, available_kib / 2 / 256);
-  return static_cast<std::size_t>(std::clamp<std::uint64_t>(limit, 16, 1024));
-}
 
 TunedServer::TunedServer(Server& server, const TunedConfig& config)
     : server_(server),
@@ -318,40 +259,6 @@ void TunedServer::readable(int fd) {
   idle_count_.fetch_sub(1, std::memory_order_relaxed);
 }
 
-// Reads whatever has arrived, without waiting, until the head is complete (or malformed: the
-// worker answers that), the peer ends, or nothing more is there.
-TunedServer::HeadState TunedServer::read_head(Idle& idle) {
-  const RequestLimits& limits = options_.limits;
-  // Past this, parse_request has its verdict (414 or 431) whatever follows.
-  const std::size_t most = limits.max_header_bytes + limits.max_request_line;
-  std::array<char, 16 * 1024> chunk;
-  bool fresh = false;
-  while (idle.head.size() <= most) {
-    const ssize_t n = ::recv(idle.client.connection.socket().fd(), chunk.data(), chunk.size(),
-                             MSG_DONTWAIT);
-    if (n > 0) {
-      if (idle.head.empty()) idle.first_byte = Clock::now();
-      idle.head.append(chunk.data(), static_cast<std::size_t>(n));
-      fresh = true;
-      if (static_cast<std::size_t>(n) < chunk.size()) break;  // most likely all there is
-      continue;
-    }
-    if (n == 0) return HeadState::closed;
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-    return HeadState::closed;  // a reset
-  }
-  idle.head.erase(0, leading_empty_lines(idle.head));  // RFC 9112 §2.2
-  if (!fresh || idle.head.empty()) return HeadState::more;
-  if (idle.head.size() > most) return HeadState::ready;
-  Request request;
-  const RequestParseResult parsed = parse_request(idle.head, request, limits);
-  if (parsed.status != ParseStatus::incomplete) return HeadState::ready;
-  // Incomplete: if the read above stopped short of EAGAIN, a re-armed level-triggered fd
-  // fires again at once for the rest; that is one extra wakeup, not a spin.
-  return HeadState::more;
-}
-
 void TunedServer::dispatch(Idle& idle) {
   Client client = std::move(idle.client);
   client.connection.add_buffered(idle.head);
@@ -472,30 +379,6 @@ void TunedServer::close_idle(Clock::time_point now) {
     }
     idle.reset();
     idle_count_.fetch_sub(1, std::memory_order_relaxed);
-  }
-}
-
-// A request head that trickled past --client-timeout-ms: 408, from the poller, never a worker
-// (slow-loris clients cannot hold the pool). The bytes fit an empty send buffer; what the
-// client sent has been read, so the close is an orderly FIN, not a reset that could destroy the
-// 408. Logged at most once a second: two thousand slow clients must not flood stderr.
-void TunedServer::time_out_head(Idle& idle) {
-  const Socket& socket = idle.client.connection.socket();
-  server_.stats().errors.fetch_add(1, std::memory_order_relaxed);
-  head_timeouts_.fetch_add(1, std::memory_order_relaxed);
-  [[maybe_unused]] ssize_t sent =
-      ::send(socket.fd(), k408.data(), k408.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-  socket.shutdown_write();
-  const auto now = Clock::now();
-  if (now >= next_408_log_) {
-    std::string line = "client " + idle.client.connection.peer() +
-                       ": 408 request head not received in time";
-    if (unlogged_408_ > 0) line += " (and " + std::to_string(unlogged_408_) + " more not logged)";
-    log_line(line);
-    unlogged_408_ = 0;
-    next_408_log_ = now + Millis{1000};
-  } else {
-    ++unlogged_408_;
   }
 }
 

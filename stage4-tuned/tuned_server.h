@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "elastic_pool.h"
+#include "machine_limits.h"
 #include "metrics.h"
 #include "origin_pool.h"
 #include "pool_sizer.h"
@@ -28,13 +29,6 @@
 #include "tunnel_relay.h"
 
 namespace proxy {
-
-/// The most workers `--workers auto` may start when --max-workers is not given: what this
-/// machine allows, from the threads this user may start (RLIMIT_NPROC) and the system may hold
-/// (/proc/sys/kernel/threads-max), a quarter of each, and the memory available (MemAvailable in
-/// /proc/meminfo, half of it at 256 KiB a worker: its buffers and the stack it touches), the
-/// smallest of these, clamped to 16..1024.
-std::size_t default_max_workers();
 
 /// Stage 4's knobs beyond the shared ones. Times in milliseconds.
 struct TunedConfig {
