@@ -49,16 +49,16 @@ TEST(TrapHints, OneQueuedClientLostAmongAnsweredOnesIsNotCloseUnderTheLock) {
 }
 
 TEST(TrapHints, AWorkerThatNeverTookTheQueuedSlowClientIsALostWakeup) {
-  // In the check's format (lost-wakeup.patch passed this check here: its one worker was still
-  // awake for the first client): the slow client was still queued at the stop, so it got the
-  // 503 the queued clients get.
+  // lost-wakeup.patch: the slow client was still queued at the stop, so it got the 503.
   const std::string output =
       "  [FAIL] a slow request is in flight\n"
       "  [FAIL] 3 more clients are accepted and wait for the one worker (--workers 1)\n"
       "  [pass] SIGTERM: exits 0 within 5 s with work in flight\n"
       "  [FAIL] the in-flight client gets its whole response\n"
-      "         got status 503, 75 body bytes, X-Cache 'MISS'\n"
-      "  [pass] queued client 1 is told 503 (never reached a worker), not a bare close\n";
+      "         got status 503, 82 body bytes, X-Cache 'MISS'\n"
+      "  [pass] queued client 1 is told 503 (never reached a worker), not a bare close\n"
+      "  [pass] queued client 2 is told 503 (never reached a worker), not a bare close\n"
+      "  [pass] queued client 3 is told 503 (never reached a worker), not a bare close\n";
   EXPECT_EQ(classify_trap("shutdown", output), "lost-wakeup");
 }
 
