@@ -116,6 +116,9 @@ std::string classify_trap(const std::string& check, const std::string& output) {
     return has("ThreadSanitizer found a data race") ? "data-race" : "";
   }
   if (check == "deadlock") {
+    // Threads blocked acquiring a mutex for the whole hang: a cycle of locks (the lock-order
+    // mutant hangs this way before TSan can report the inversion), not a missed wakeup.
+    if (has("HUNG") && (has("pthread_mutex_lock") || has("__lll_lock_wait"))) return "lock-order";
     if (has("HUNG") && (has("pthread_cond_wait") || has("condition_variable::wait"))) {
       // Workers asleep while clients wait. A lost wakeup -- unless the run also misused memory
       // (the clients were lost on their way to the workers: a queue of pointers to sockets

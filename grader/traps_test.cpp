@@ -168,6 +168,56 @@ TEST(TrapHints, AnInvalidReadUnderValgrindIsThePointerTrapEvenWhenTheLoadHung) {
   EXPECT_EQ(classify_trap("memory", kPointerMemory), "pointer-into-vector");
 }
 
+// ---- make grade-mutants on wait-if.patch and lock-order.patch -----------------------------
+
+TEST(TrapHints, ACrashWhoseStackRunsThroughPopIsTheWaitUnderIf) {
+  const std::string output =
+      "run 1: 4 responses completed; 140 requests failed before the SIGTERM, 1 after it (refused "
+      "or cut: expected); the stage exited with status 66\n\n"
+      "The stage died under load. The sanitizer's report (stacks cut to your code):\n"
+      "ERROR: ThreadSanitizer: SEGV on unknown address (pc 0x7f141da903af bp 0x7f1418f3afd0 sp "
+      "0x7f1418f3af90 T3409)\n"
+      "==3387==The signal is caused by a READ memory access.\n"
+      "    ...\n"
+      "    #3 proxy::Socket::release() src/common/socket.cpp:239 (stage3-pool+0x61013)\n"
+      "    #4 proxy::Socket::Socket(proxy::Socket&&) src/common/socket.cpp:212\n"
+      "    #5 proxy::BoundedQueue<proxy::Socket>::pop() /usr/include/c++/12/bits/"
+      "stl_construct.h:119 (stage3-pool+0x360f0)\n"
+      "    #6 proxy::WorkerPool<proxy::Socket>::work() src/stage3-pool/worker_pool.h:120\n";
+  EXPECT_EQ(classify_trap("deadlock", output), "wait-under-if");
+  EXPECT_EQ(classify_trap("races", output), "wait-under-if");
+}
+
+TEST(TrapHints, AHangWithThreadsBlockedOnMutexesIsLockOrderNotALostWakeup) {
+  // lock-order.patch hung before TSan could report the inversion; one worker sits in a
+  // condition-variable wait too (re-taking its mutex), which once made this a "lost wakeup".
+  const std::string output =
+      "run 1: 0 responses completed; 0 requests failed before the SIGTERM, 32 after it (refused "
+      "or cut: expected); the stage HUNG under load: no response completed for 6 s while the "
+      "process was alive\n\n"
+      "The watchdog found a hang (under load: no response completed for 6 s while the process "
+      "was alive). Every thread's stack, from gdb, before the process was killed:\n"
+      "  thread 7:\n"
+      "    futex_wait\n"
+      "    __GI___lll_lock_wait\n"
+      "    __pthread_mutex_cond_lock\n"
+      "    __pthread_cond_wait_common\n"
+      "    ___pthread_cond_wait\n"
+      "    proxy::BoundedQueue<proxy::Socket>::pop (src/stage3-pool/bounded_queue.h:109)\n"
+      "  thread 6:\n"
+      "    futex_wait\n"
+      "    __GI___lll_lock_wait\n"
+      "    ___pthread_mutex_lock\n"
+      "    __interceptor_pthread_mutex_lock\n"
+      "    (anonymous namespace)::ObservedCache::find (src/stage3-pool/main.cpp:44)\n"
+      "  thread 5:\n"
+      "    futex_wait\n"
+      "    ___pthread_mutex_lock\n"
+      "    proxy::BoundedQueue<proxy::Socket>::size (src/stage3-pool/bounded_queue.h:142)\n"
+      "    (anonymous namespace)::ObservedCache::insert (src/stage3-pool/main.cpp:49)\n";
+  EXPECT_EQ(classify_trap("deadlock", output), "lock-order");
+}
+
 // ---- the hint line -----------------------------------------------------------------------
 
 TEST(TrapHints, OneHintLineWordedByTheManifestAndNoneWithoutEvidence) {
