@@ -6,8 +6,10 @@
 // test need not wait out a 20-60 s deadline to call a hang a hang; this watch sees that state
 // last a few seconds, whatever the machine's load (no speed threshold: a runnable thread, an
 // origin connection or a request read ends it), says so, and kills the stage so that every
-// blocking step of the test returns at once. Read from /proc (proc(5): /proc/PID/task/TID/stat,
-// /proc/PID/fd, /proc/PID/net/tcp).
+// blocking step of the test returns at once. Not seen: a hang beside requests legitimately in
+// flight at the origin (three workers on stalled origins and a fourth that never woke): the
+// origin connection vetoes it, and the test's own deadline applies. Read from /proc (proc(5):
+// /proc/PID/task/TID/stat, /proc/PID/fd, /proc/PID/net/tcp).
 #pragma once
 
 #include <sys/types.h>
