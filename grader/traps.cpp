@@ -55,6 +55,11 @@ std::string classify_trap(const std::string& check, const std::string& output) {
   if (moved_storage && (check == "memory" || check == "races" || check == "deadlock")) {
     return "pointer-into-vector";
   }
+  // Two locks taken in opposite orders explain a hang (the stage deadlocked), so TSan's report
+  // outranks the hang's stacks, where the workers blocked in a wait look like a lost wakeup.
+  if (check == "deadlock" && (has("lock-order-inversion") || has("opposite orders"))) {
+    return "lock-order";
+  }
   // No progress under load: races, memory and throughput have no evidence; the deadlock check
   // (and its stacks) says why.
   if (has("served nothing under load")) return check == "deadlock" ? "lost-wakeup" : "";
