@@ -474,6 +474,7 @@ bool relay_response(Context& ctx, OriginConnection& origin, const Request& reque
   if (outcome != BodyOutcome::complete) return report_cut(ctx, outcome, client_sees_cut);
   // Whole, and its end was in its framing, not the close: the connection may carry another.
   origin.reusable = origin_persists && framing->kind != BodyKind::close_delimited &&
+                    sink.surplus == 0 &&
                     (framing->kind != BodyKind::none || buffer.size() == head_bytes);
 
   // The store step, before the client has the last bytes: on a persistent connection it may ask
