@@ -2,8 +2,9 @@
 // relay_response, cache.insert. serve_request comes first and reads as that summary; the steps
 // follow in the same order. Request bodies (request_body.cpp), CONNECT (connect_method.cpp),
 // the body relay (body_relay.cpp) and the proxy's own replies (replies.cpp) live in files of
-// their own. Stages 1-3 call serve_connection (one request per connection); stage 4 calls
-// serve_request per request on a persistent connection.
+// their own, and so do origin connections (origin_response.cpp). Stages 1-3 call
+// serve_connection (one request per connection); stage 4 calls serve_request per request on a
+// persistent connection, after its poller has tried serve_hit_now (serve_hit_now.cpp).
 #include "proxy.h"
 
 #include <algorithm>
@@ -14,15 +15,13 @@
 #include <string_view>
 
 #include "body_relay.h"
+#include "origin_pool.h"
 #include "rewrite.h"
 #include "transaction.h"
 #include "uri.h"
 
 namespace proxy {
 namespace {
-
-// A hit up to this size goes out in one write (see send_cached).
-constexpr std::size_t kOneWriteBytes = 64 * 1024;
 
 // The steps of the transaction, in the order the protocol runs them; serve_request below
 // calls them, and their definitions follow it in the same order.
@@ -31,14 +30,14 @@ bool refuse_unsupported(Context& ctx, const Request& request,
                         const std::optional<AbsoluteUri>& uri, bool framed);
 bool serve_http(Context& ctx, Cache& cache, const Request& request, const AbsoluteUri& uri,
                 const BodyFraming& body, std::string_view after_head);
-std::optional<Socket> fetch_from_origin(Context& ctx, const Request& request,
-                                        const AbsoluteUri& uri, const BodyFraming& framing,
-                                        std::string_view buffered_body);
-bool relay_response(Context& ctx, const Socket& origin, const Request& request,
+std::optional<OriginConnection> fetch_from_origin(Context& ctx, const Request& request,
+                                                  const AbsoluteUri& uri,
+                                                  const BodyFraming& framing,
+                                                  std::string_view buffered_body);
+bool relay_response(Context& ctx, OriginConnection& origin, const Request& request,
                     const std::string& key, bool may_store, Cache& cache);
 
 // Helpers, defined last.
-bool wants_persistence(const Request& request);
 bool is_forwarded_method(std::string_view method);
 bool is_unsafe_method(std::string_view method);
 void finish(Socket& client);
@@ -60,6 +59,8 @@ bool serve_request(ClientConnection& connection, Cache& cache, const ProxyOption
   Socket& client = connection.socket_;
   Context ctx{client, options, stats, connection.peer_, {}};
   ctx.connection_requests = &connection.requests_;
+  ctx.looked_up = std::move(connection.looked_up_);
+  connection.looked_up_.reset();
   std::string buffer = std::move(connection.buffered_);
   connection.buffered_.clear();
   Request request;
@@ -110,6 +111,7 @@ bool read_request(Context& ctx, std::string& buffer, Request& request, std::size
   bool worth_parsing = !buffer.empty();
   for (;;) {
     if (worth_parsing) {
+      buffer.erase(0, leading_empty_lines(buffer));  // RFC 9112 §2.2
       RequestParseResult parsed = parse_request(buffer, request, limits);
       if (parsed.status != ParseStatus::incomplete) {
         ctx.stats.requests.fetch_add(1, std::memory_order_relaxed);
@@ -190,7 +192,12 @@ bool serve_http(Context& ctx, Cache& cache, const Request& request, const Absolu
   const bool get = request.method == "GET";
   const RequestCacheRules rules = request_cache_rules(request);
   ctx.request_time = unix_now();
-  std::shared_ptr<const CachedResponse> cached = get && !rules.bypass ? cache.find(key) : nullptr;
+  std::shared_ptr<const CachedResponse> cached;
+  if (get && !rules.bypass) {
+    // serve_hit_now may have looked this request up already: a lookup counts once.
+    cached = ctx.looked_up && ctx.looked_up->key == key ? std::move(ctx.looked_up->entry)
+                                                        : cache.find(key);
+  }
   const StoredUse use =
       cached ? decide_use(*cached, request, rules, ctx.request_time) : StoredUse::miss;
   if (use == StoredUse::serve) {
@@ -204,7 +211,7 @@ bool serve_http(Context& ctx, Cache& cache, const Request& request, const Absolu
   std::optional<ResponseHead> stored_head =
       use == StoredUse::revalidate ? parse_stored_head(cached->head) : std::nullopt;
   if (stored_head) ctx.revalidating = cached;
-  std::optional<Socket> origin = fetch_from_origin(
+  std::optional<OriginConnection> origin = fetch_from_origin(
       ctx, stored_head ? conditional_request(request, stored_head->fields) : request, uri, body,
       after_head);
   if (!origin) {
@@ -213,17 +220,27 @@ bool serve_http(Context& ctx, Cache& cache, const Request& request, const Absolu
   }
   // Only a GET's response is stored, and not one with a body: the entry is not keyed by it.
   const bool may_store = get && body.kind == BodyKind::none && rules.may_store;
-  return relay_response(ctx, *origin, request, key, may_store, cache);
+  const bool orderly = relay_response(ctx, *origin, request, key, may_store, cache);
+  finish_origin(ctx, std::move(*origin));  // back to the origin pool, when it may carry more
+  return orderly;
 }
 
 }  // namespace
 
-void send_cached(Context& ctx, const CachedResponse& cached) {
-  std::string head = cached.head;
+std::string hit_head(const Context& ctx, const CachedResponse& cached) {
+  std::string head;
+  head.reserve(cached.head.size() + 160 +
+               (cached.body.size() <= kOneWriteBytes ? cached.body.size() : 0));
+  head += cached.head;
   // A response from a cache says how old it is (RFC 9111 §5.1).
   head += "Age: " + std::to_string(current_age(cached.freshness, unix_now())) + "\r\n";
   head += "Content-Length: " + std::to_string(cached.body.size()) + "\r\n" +
           via_field(ctx, 1) + connection_field(ctx) + "X-Cache: HIT\r\n\r\n";
+  return head;
+}
+
+void send_cached(Context& ctx, const CachedResponse& cached) {
+  std::string head = hit_head(ctx, cached);
   // One write for a small entry: a hit is the proxy's fastest path, and two sends would cost
   // a second system call and, on a persistent connection, a delayed ACK (Nagle).
   if (cached.body.size() <= kOneWriteBytes) {
@@ -241,27 +258,34 @@ void send_cached(Context& ctx, const CachedResponse& cached) {
 
 namespace {
 
-// Connects to the origin and sends the rewritten request, body included (request_body.cpp).
-// Answers the client itself (400/408/413 for the request body, 502/504 for the origin) and
-// returns nullopt when that fails.
-std::optional<Socket> fetch_from_origin(Context& ctx, const Request& request,
-                                        const AbsoluteUri& uri, const BodyFraming& framing,
-                                        std::string_view buffered_body) {
+// Sends the rewritten request to the origin, body included (request_body.cpp), on a kept
+// connection when ctx.options.origin_pool has one, else on a new one. Answers the client itself
+// (400/408/413 for the request body, 502/504 for the origin) and returns nullopt when that fails.
+std::optional<OriginConnection> fetch_from_origin(Context& ctx, const Request& request,
+                                                  const AbsoluteUri& uri,
+                                                  const BodyFraming& framing,
+                                                  std::string_view buffered_body) {
   RequestBody body;
   if (!read_request_body(ctx, request, framing, buffered_body, body)) return std::nullopt;
-  std::optional<Socket> origin = connect_to_origin(ctx, uri.host, uri.port);
-  if (!origin) return std::nullopt;
   std::string fields = via_field(ctx, request.version_minor);
   fields.resize(fields.size() - 2);  // build_origin_request adds the CRLF
   if (std::string framing_field = body.framing_field(request); !framing_field.empty()) {
     fields += "\r\n" + framing_field;
   }
-  const std::string out = build_origin_request(request, uri, fields) + body.first_bytes();
-  if (origin->write_all(out, ctx.options.write_timeout).status != IoStatus::ok) {
-    reply_error(ctx, 502, "origin closed the connection before taking the request");
-    return std::nullopt;
-  }
-  if (!stream_request_body(ctx, *origin, body)) return std::nullopt;
+  std::string out = build_origin_request(request, uri, fields);
+  // With a pool, the request leaves the connection open (stages 1-3 close it after one).
+  const bool keep_open = ctx.options.origin_pool != nullptr && keep_origin_connection_open(out);
+  out += body.first_bytes();
+  std::optional<OriginConnection> origin = open_origin(ctx, uri.host, uri.port, keep_open);
+  if (!origin) return std::nullopt;
+  // A streamed body may be cut, or answered before the origin took all of it: such a
+  // connection is never kept, and the request never sent twice.
+  origin->keep_allowed = keep_open && !body.rest;
+  origin->may_retry = may_retry_on_new_connection(request.method, origin->reused, false,
+                                                  !body.rest, 0);
+  if (origin->may_retry) origin->resend = out;
+  if (!send_to_origin(ctx, *origin, out)) return std::nullopt;
+  if (!stream_request_body(ctx, origin->socket, body)) return std::nullopt;
   return origin;
 }
 
@@ -315,7 +339,7 @@ bool report_cut(Context& ctx, BodyOutcome outcome, bool client_sees_cut) {
 // Returns false when the response was cut after its head went out and the client, reading a
 // body that ends at close, could not tell a cut from the end: the caller then resets the
 // connection instead of closing it.
-bool relay_response(Context& ctx, const Socket& origin, const Request& request,
+bool relay_response(Context& ctx, OriginConnection& origin, const Request& request,
                     const std::string& key, bool may_store, Cache& cache) {
   std::string buffer;
   ResponseHead head;
@@ -325,7 +349,12 @@ bool relay_response(Context& ctx, const Socket& origin, const Request& request,
     return true;
   }
   const UnixSeconds response_time = unix_now();
+  // RFC 9112 §9.3: the origin keeps the connection open after this response unless it is
+  // HTTP/1.0 or says close; the body's framing decides below whether its end can be seen.
+  const bool origin_persists = origin.keep_allowed && head.version_minor >= 1 &&
+                               !field_has_token(head.fields, "Connection", "close");
   if (ctx.revalidating && head.status == 304) {
+    origin.reusable = origin_persists && buffer.size() == head_bytes;  // a 304 has no body
     serve_revalidated(ctx, head, request, key, may_store, cache);
     return true;
   }
@@ -367,9 +396,13 @@ bool relay_response(Context& ctx, const Socket& origin, const Request& request,
   sink.hold_last = true;  // the last piece goes out after the store step below
   BodyReader reader(*framing);
   const BodyOutcome outcome =
-      relay_body(origin, std::string_view(buffer).substr(head_bytes), reader, sink,
+      relay_body(origin.socket, std::string_view(buffer).substr(head_bytes), reader, sink,
                  ctx.options.origin_timeout, ctx.options.write_timeout);
   if (outcome != BodyOutcome::complete) return report_cut(ctx, outcome, client_sees_cut);
+  // Whole, and its end was in its framing, not the close: the connection may carry another.
+  origin.reusable = origin_persists && framing->kind != BodyKind::close_delimited &&
+                    sink.surplus == 0 &&
+                    (framing->kind != BodyKind::none || buffer.size() == head_bytes);
 
   // The store step, before the client has the last bytes: on a persistent connection it may ask
   // again the moment it has them, and must find the entry. sink.capture is null once the body
@@ -388,13 +421,6 @@ bool relay_response(Context& ctx, const Socket& origin, const Request& request,
 }
 
 // ---- Helpers ----
-
-// RFC 9112 §9.3: HTTP/1.1 persists unless either side says close; HTTP/1.0 only when the
-// client asks with `Connection: keep-alive`.
-bool wants_persistence(const Request& request) {
-  if (field_has_token(request.fields, "Connection", "close")) return false;
-  return request.version_minor >= 1 || field_has_token(request.fields, "Connection", "keep-alive");
-}
 
 // GET and HEAD are handled apart from these; CONNECT too. TRACE is left out on purpose: it
 // would echo a client's credentials back through us (RFC 9110 §9.3.8), and nobody needs it.
@@ -421,5 +447,12 @@ void finish(Socket& client) {
 }
 
 }  // namespace
+
+// RFC 9112 §9.3: HTTP/1.1 persists unless either side says close; HTTP/1.0 only when the
+// client asks with `Connection: keep-alive`.
+bool wants_persistence(const Request& request) {
+  if (field_has_token(request.fields, "Connection", "close")) return false;
+  return request.version_minor >= 1 || field_has_token(request.fields, "Connection", "keep-alive");
+}
 
 }  // namespace proxy

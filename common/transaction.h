@@ -35,7 +35,37 @@ struct Context {
   UnixSeconds request_time = 0;
   std::shared_ptr<const CachedResponse> revalidating{};
   bool sent_continue = false;  ///< we answered the client's Expect: 100-continue ourselves
+  /// The lookup serve_hit_now already made for this request, if it made one.
+  std::optional<CacheLookup> looked_up{};
 };
+
+/// The origin connection one request went out on (ProxyOptions::origin_pool): whether it was a
+/// kept one, and what sending the request again on a new connection would need. Owned by the
+/// serving thread for one request.
+struct OriginConnection {
+  Socket socket;
+  std::string host;  ///< the pool's key, with port
+  std::uint16_t port = 0;
+  bool reused = false;  ///< taken from the pool rather than connected for this request
+  /// The request bytes as written, kept only while a retry may send them again: an idempotent
+  /// request whose body was held whole (may_retry_on_new_connection, RFC 9112 §9.3.1).
+  std::string resend;
+  bool may_retry = false;
+  /// The request went out so that the connection may be kept: without `Connection: close`,
+  /// its body whole. Only then may `reusable` be set.
+  bool keep_allowed = false;
+  /// Set by relay_response when the response ended whole and its framing lets the connection
+  /// carry another request (RFC 9112 §9.3): only then is it given back to the pool.
+  bool reusable = false;
+};
+
+/// A stored response up to this size goes out in one write with its head (send_cached,
+/// serve_hit_now): bytes.
+inline constexpr std::size_t kOneWriteBytes = 64 * 1024;
+
+/// RFC 9112 §9.3: whether the client wants its connection kept after this request — HTTP/1.1
+/// unless it says close, HTTP/1.0 only with `Connection: keep-alive` (proxy.cpp).
+bool wants_persistence(const Request& request);
 
 // ---- Canned replies (replies.cpp) ----
 
@@ -60,17 +90,34 @@ std::string via_field(const Context& ctx, int version_minor);
 /// Connects to an origin (or a CONNECT target). Answers the client itself and returns nullopt
 /// on failure: 504 after connect_timeout, 503 when we are out of descriptors, else 502.
 std::optional<Socket> connect_to_origin(Context& ctx, const std::string& host, std::uint16_t port);
+/// The origin connection for a request: when `from_pool`, a kept one from
+/// ctx.options.origin_pool if it has one, else a new one (connect_to_origin). Answers the client
+/// itself and returns nullopt on failure.
+std::optional<OriginConnection> open_origin(Context& ctx, const std::string& host,
+                                            std::uint16_t port, bool from_pool);
+/// Writes the request to the origin. A kept connection the origin closed meanwhile is swapped
+/// once for a new one when origin.may_retry (RFC 9112 §9.3.1). Answers the client itself (502)
+/// and returns false on failure.
+bool send_to_origin(Context& ctx, OriginConnection& origin, const std::string& request_bytes);
 /// Reads the origin's response head, relaying interim 1xx responses to an HTTP/1.1 client.
-/// Answers the client itself (502/504) and returns false on failure. On success `buffer` holds
-/// the head and any body bytes after it; `head_bytes` marks the boundary.
-bool read_response_head(Context& ctx, const Socket& origin, std::string& buffer,
+/// When a kept connection turns out closed before any byte of a response, and origin.may_retry,
+/// the request is sent once more on a new connection (RFC 9112 §9.3.1: the origin may close an
+/// idle connection just as a request goes out on it). Answers the client itself (502/504) and
+/// returns false on failure. On success `buffer` holds the head and any body bytes after it;
+/// `head_bytes` marks the boundary.
+bool read_response_head(Context& ctx, OriginConnection& origin, std::string& buffer,
                         ResponseHead& head, std::size_t& head_bytes);
+/// Gives a connection back to ctx.options.origin_pool when its response left it reusable, and
+/// closes it otherwise.
+void finish_origin(Context& ctx, OriginConnection origin);
 
 // ---- Caching steps, RFC 9111 (caching.cpp; the rules are in http_cache_rules.h) ----
 
 /// Sends a stored response: its head, Age, our framing, Via and X-Cache: HIT, then the body
 /// (proxy.cpp).
 void send_cached(Context& ctx, const CachedResponse& cached);
+/// The head send_cached sends (with its blank line).
+std::string hit_head(const Context& ctx, const CachedResponse& cached);
 /// The head a response is stored as: its end-to-end fields and a Date, none of this hop's.
 std::string head_to_store(const ResponseHead& head, const BodyFraming& framing,
                           UnixSeconds response_time);
