@@ -47,10 +47,10 @@ if [ "$mode" = --cheap ]; then
   echo 'add_executable(stage3-pool main.cpp)' > "$src/stage3-pool/CMakeLists.txt"
   echo 'int main() {}' > "$src/stage3-pool/main.cpp"
   submission=$src
-  stage_args=(--stages 3 --checks shutdown,races,memory)
-  lab_args=(--lab 3 --checks shutdown,races,memory)
+  stage_args=(--stages 3 --checks "shutdown,races,memory")
+  lab_args=(--lab 3 --checks "shutdown,races,memory")
 else
-  stage_args=(--stages 3 --checks shutdown,queue-bound,races,memory)
+  stage_args=(--stages 3 --checks "shutdown,queue-bound,races,memory")
   lab_args=(--lab 3)
 fi
 
