@@ -1,6 +1,6 @@
 // Stage 4's poller and workers (tuned_server.h explains the design). How the poller reads a
-// request head, and answers a slow one 408, is in request_heads.cpp; what the machine allows
-// (workers, descriptors) in machine_limits.cpp.
+// request head, answers a slow one 408 and a hit itself, is in request_heads.cpp; what the
+// machine allows (workers, descriptors) in machine_limits.cpp.
 #include "tuned_server.h"
 
 #include <sys/epoll.h>
@@ -29,6 +29,8 @@ constexpr int kTickMs = 50;
 // re-armed one fires again only when new bytes (or its end) arrive; a worker's connection is
 // disarmed until it comes back.
 constexpr std::uint32_t kParkedEvents = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
+// A parked connection whose hit the socket did not take whole waits to be writable instead.
+constexpr std::uint32_t kUnsentEvents = EPOLLOUT | EPOLLRDHUP | EPOLLONESHOT;
 
 void epoll_control(int epoll_fd, int op, int fd, std::uint32_t events) {
   epoll_event event{};
@@ -232,7 +234,10 @@ void TunedServer::readable(int fd) {
   const auto index = static_cast<std::size_t>(fd);
   if (index >= idle_.size() || !idle_[index]) return;
   Idle& idle = *idle_[index];
-  switch (read_head(idle)) {
+  HeadState state =
+      idle.client.connection.has_unsent() ? send_unsent(idle) : read_head(idle);
+  if (state == HeadState::ready) state = answer_hit(idle);
+  switch (state) {
     case HeadState::ready:
       dispatch(idle);
       break;
@@ -246,8 +251,9 @@ void TunedServer::readable(int fd) {
       // Once added, a connection stays in the set (EPOLLONESHOT disarms it while a worker has
       // it) until it closes, so coming back costs one MOD.
       Client& client = idle.client;
-      if (epoll_client(epoll_fd_, client.in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd,
-                       kParkedEvents)) {
+      const std::uint32_t events =
+          client.connection.has_unsent() ? kUnsentEvents : kParkedEvents;
+      if (epoll_client(epoll_fd_, client.in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, events)) {
         client.in_epoll = true;
         return;
       }
