@@ -83,7 +83,35 @@ std::vector<std::string> through_emulator(std::vector<std::string> argv) {
 }
 #endif
 
+// `word` in single quotes for sh; a quote inside becomes '\'' (POSIX Shell Command Language 2.2).
+std::string shell_quoted(const std::string& word) {
+  std::string quoted = "'";
+  for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
 }  // namespace
+
+std::vector<std::string> emulator_for(const std::string& program) {
+#ifdef PROXY_CHILD_EMULATOR
+  std::vector<std::string> words = through_emulator({program});
+  words.pop_back();
+  return words;
+#else
+  (void)program;
+  return {};
+#endif
+}
+
+std::string shell_command(const std::string& program) {
+  std::vector<std::string> words = emulator_for(program);
+  words.push_back(program);
+  std::string command;
+  for (const std::string& word : words) {
+    command += (command.empty() ? "" : " ") + shell_quoted(word);
+  }
+  return command;
+}
 
 Process::Process(std::vector<std::string> argv, const ProcessOptions& options) {
   if (argv.empty()) throw std::runtime_error("Process: empty argv");
