@@ -769,7 +769,7 @@ TEST_P(TunedStage, KeepsNoOriginConnectionAfterAHeadResponseThatDeclaresABody) {
 TEST(Stage4Help, DocumentsEveryFlagWithItsUnit) {
   for (const std::string& stage : built_stages()) {
     if (stage != "stage4-tuned") continue;
-    FILE* pipe = ::popen((binary_path(stage) + " --help").c_str(), "r");
+    FILE* pipe = ::popen((harness::shell_command(binary_path(stage)) + " --help").c_str(), "r");
     ASSERT_NE(pipe, nullptr);
     std::string text;
     char buf[4096];
