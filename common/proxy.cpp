@@ -2,8 +2,9 @@
 // relay_response, cache.insert. serve_request comes first and reads as that summary; the steps
 // follow in the same order. Request bodies (request_body.cpp), CONNECT (connect_method.cpp),
 // the body relay (body_relay.cpp) and the proxy's own replies (replies.cpp) live in files of
-// their own. Stages 1-3 call serve_connection (one request per connection); stage 4 calls
-// serve_request per request on a persistent connection.
+// their own, and so do origin connections (origin_response.cpp). Stages 1-3 call
+// serve_connection (one request per connection); stage 4 calls serve_request per request on a
+// persistent connection, after its poller has tried serve_hit_now (serve_hit_now.cpp).
 #include "proxy.h"
 
 #include <algorithm>
@@ -22,9 +23,6 @@
 namespace proxy {
 namespace {
 
-// A hit up to this size goes out in one write (see send_cached).
-constexpr std::size_t kOneWriteBytes = 64 * 1024;
-
 // The steps of the transaction, in the order the protocol runs them; serve_request below
 // calls them, and their definitions follow it in the same order.
 bool read_request(Context& ctx, std::string& buffer, Request& request, std::size_t& head_bytes);
@@ -40,7 +38,7 @@ bool relay_response(Context& ctx, OriginConnection& origin, const Request& reque
                     const std::string& key, bool may_store, Cache& cache);
 
 // Helpers, defined last.
-bool wants_persistence(const Request& request);
+bool may_send_late_body(const ResponseHead& head, std::string_view method);
 bool is_forwarded_method(std::string_view method);
 bool is_unsafe_method(std::string_view method);
 void finish(Socket& client);
@@ -62,6 +60,8 @@ bool serve_request(ClientConnection& connection, Cache& cache, const ProxyOption
   Socket& client = connection.socket_;
   Context ctx{client, options, stats, connection.peer_, {}};
   ctx.connection_requests = &connection.requests_;
+  ctx.looked_up = std::move(connection.looked_up_);
+  connection.looked_up_.reset();
   std::string buffer = std::move(connection.buffered_);
   connection.buffered_.clear();
   Request request;
@@ -193,7 +193,12 @@ bool serve_http(Context& ctx, Cache& cache, const Request& request, const Absolu
   const bool get = request.method == "GET";
   const RequestCacheRules rules = request_cache_rules(request);
   ctx.request_time = unix_now();
-  std::shared_ptr<const CachedResponse> cached = get && !rules.bypass ? cache.find(key) : nullptr;
+  std::shared_ptr<const CachedResponse> cached;
+  if (get && !rules.bypass) {
+    // serve_hit_now may have looked this request up already: a lookup counts once.
+    cached = ctx.looked_up && ctx.looked_up->key == key ? std::move(ctx.looked_up->entry)
+                                                        : cache.find(key);
+  }
   const StoredUse use =
       cached ? decide_use(*cached, request, rules, ctx.request_time) : StoredUse::miss;
   if (use == StoredUse::serve) {
@@ -223,12 +228,20 @@ bool serve_http(Context& ctx, Cache& cache, const Request& request, const Absolu
 
 }  // namespace
 
-void send_cached(Context& ctx, const CachedResponse& cached) {
-  std::string head = cached.head;
+std::string hit_head(const Context& ctx, const CachedResponse& cached) {
+  std::string head;
+  head.reserve(cached.head.size() + 160 +
+               (cached.body.size() <= kOneWriteBytes ? cached.body.size() : 0));
+  head += cached.head;
   // A response from a cache says how old it is (RFC 9111 §5.1).
   head += "Age: " + std::to_string(current_age(cached.freshness, unix_now())) + "\r\n";
   head += "Content-Length: " + std::to_string(cached.body.size()) + "\r\n" +
           via_field(ctx, 1) + connection_field(ctx) + "X-Cache: HIT\r\n\r\n";
+  return head;
+}
+
+void send_cached(Context& ctx, const CachedResponse& cached) {
+  std::string head = hit_head(ctx, cached);
   // One write for a small entry: a hit is the proxy's fastest path, and two sends would cost
   // a second system call and, on a persistent connection, a delayed ACK (Nagle).
   if (cached.body.size() <= kOneWriteBytes) {
@@ -340,7 +353,8 @@ bool relay_response(Context& ctx, OriginConnection& origin, const Request& reque
   // RFC 9112 §9.3: the origin keeps the connection open after this response unless it is
   // HTTP/1.0 or says close; the body's framing decides below whether its end can be seen.
   const bool origin_persists = origin.keep_allowed && head.version_minor >= 1 &&
-                               !field_has_token(head.fields, "Connection", "close");
+                               !field_has_token(head.fields, "Connection", "close") &&
+                               !may_send_late_body(head, request.method);
   if (ctx.revalidating && head.status == 304) {
     origin.reusable = origin_persists && buffer.size() == head_bytes;  // a 304 has no body
     serve_revalidated(ctx, head, request, key, may_store, cache);
@@ -389,6 +403,7 @@ bool relay_response(Context& ctx, OriginConnection& origin, const Request& reque
   if (outcome != BodyOutcome::complete) return report_cut(ctx, outcome, client_sees_cut);
   // Whole, and its end was in its framing, not the close: the connection may carry another.
   origin.reusable = origin_persists && framing->kind != BodyKind::close_delimited &&
+                    sink.surplus == 0 &&
                     (framing->kind != BodyKind::none || buffer.size() == head_bytes);
 
   // The store step, before the client has the last bytes: on a persistent connection it may ask
@@ -409,11 +424,16 @@ bool relay_response(Context& ctx, OriginConnection& origin, const Request& reque
 
 // ---- Helpers ----
 
-// RFC 9112 §9.3: HTTP/1.1 persists unless either side says close; HTTP/1.0 only when the
-// client asks with `Connection: keep-alive`.
-bool wants_persistence(const Request& request) {
-  if (field_has_token(request.fields, "Connection", "close")) return false;
-  return request.version_minor >= 1 || field_has_token(request.fields, "Connection", "keep-alive");
+// A response that has no body by rule but declares one: a 204 or 304 with a Content-Length
+// other than 0 or a Transfer-Encoding (RFC 9110 §8.6, §15.3.5), or a HEAD response with a
+// non-zero length. An origin that then sends those bytes after all would have them read as
+// the next request's response on a kept connection (RFC 9112 §6.3), so such a connection is
+// not kept: a HEAD is rare, and the other two are the origin's error.
+bool may_send_late_body(const ResponseHead& head, std::string_view method) {
+  const std::optional<std::string_view> length = find_field(head.fields, "Content-Length");
+  const bool declares_body = (length && *length != "0") ||
+                             find_field(head.fields, "Transfer-Encoding").has_value();
+  return declares_body && (method == "HEAD" || head.status == 204 || head.status == 304);
 }
 
 // GET and HEAD are handled apart from these; CONNECT too. TRACE is left out on purpose: it
@@ -441,5 +461,12 @@ void finish(Socket& client) {
 }
 
 }  // namespace
+
+// RFC 9112 §9.3: HTTP/1.1 persists unless either side says close; HTTP/1.0 only when the
+// client asks with `Connection: keep-alive`.
+bool wants_persistence(const Request& request) {
+  if (field_has_token(request.fields, "Connection", "close")) return false;
+  return request.version_minor >= 1 || field_has_token(request.fields, "Connection", "keep-alive");
+}
 
 }  // namespace proxy

@@ -35,6 +35,8 @@ struct Context {
   UnixSeconds request_time = 0;
   std::shared_ptr<const CachedResponse> revalidating{};
   bool sent_continue = false;  ///< we answered the client's Expect: 100-continue ourselves
+  /// The lookup serve_hit_now already made for this request, if it made one.
+  std::optional<CacheLookup> looked_up{};
 };
 
 /// The origin connection one request went out on (ProxyOptions::origin_pool): whether it was a
@@ -56,6 +58,14 @@ struct OriginConnection {
   /// carry another request (RFC 9112 §9.3): only then is it given back to the pool.
   bool reusable = false;
 };
+
+/// A stored response up to this size goes out in one write with its head (send_cached,
+/// serve_hit_now): bytes.
+inline constexpr std::size_t kOneWriteBytes = 64 * 1024;
+
+/// RFC 9112 §9.3: whether the client wants its connection kept after this request — HTTP/1.1
+/// unless it says close, HTTP/1.0 only with `Connection: keep-alive` (proxy.cpp).
+bool wants_persistence(const Request& request);
 
 // ---- Canned replies (replies.cpp) ----
 
@@ -106,6 +116,8 @@ void finish_origin(Context& ctx, OriginConnection origin);
 /// Sends a stored response: its head, Age, our framing, Via and X-Cache: HIT, then the body
 /// (proxy.cpp).
 void send_cached(Context& ctx, const CachedResponse& cached);
+/// The head send_cached sends (with its blank line).
+std::string hit_head(const Context& ctx, const CachedResponse& cached);
 /// The head a response is stored as: its end-to-end fields and a Date, none of this hop's.
 std::string head_to_store(const ResponseHead& head, const BodyFraming& framing,
                           UnixSeconds response_time);

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <atomic>
 #include <fstream>
-#include <set>
 #include <sstream>
 #include <thread>
 
@@ -348,31 +347,26 @@ RunOutcome check_deadlock(const CheckSpec& spec, const StageInfo& stage,
     out += "\nThe watchdog found a hang (" + run.hang_when +
            "). Every thread's stack, from gdb, before the process was killed (your frames with "
            "file:line; full stacks: " + run.stacks_path + "):\n" + run.stacks;
+    // A memory error before the hang is its likely cause (a client lost to a use-after-free
+    // leaves every worker idle, which the stacks alone would show as a lost wakeup).
+    for (const TsanReport& report : tsan_reports(run.log)) {
+      if (report.kind == "lock-order-inversion") continue;
+      out += "\nBefore the hang ThreadSanitizer reported a " + report.kind +
+             " (a likely cause; stacks cut to your code):\n" + student_frames(report.text) + "\n";
+      break;  // the first one; the full log has the rest
+    }
   } else if (run.completed == 0 && !run.died_early) {
     ok = false;
     out += "\nNot one response completed under load, so no lock order was exercised.\n";
   }
   bool inversion_shown = false;
-  std::set<std::string> other_kinds;
   for (const TsanReport& report : tsan_reports(run.log)) {
-    if (report.kind != "lock-order-inversion") {
-      other_kinds.insert(report.kind);
-      continue;
-    }
+    if (report.kind != "lock-order-inversion") continue;
     ok = false;
     if (inversion_shown) continue;  // the first one; the full log has the rest
     inversion_shown = true;
     out += "\nThreadSanitizer found two locks taken in opposite orders (a deadlock waiting to "
            "happen; stacks cut to your code):\n" + student_frames(report.text) + "\n";
-  }
-  // A hang that follows memory misuse or a race is not the same bug as a wakeup that never
-  // came: say what else TSan saw in this run (the races check shows such reports in full), so
-  // that the reader -- and the trap hint (traps.cpp) -- does not blame the wait.
-  if (run.hung) {
-    for (const std::string& kind : other_kinds) {
-      out += "\nThreadSanitizer also reported a " + kind +
-             " during this run (the races check shows one in full).\n";
-    }
   }
   if (run.died_early) {
     ok = false;

@@ -116,18 +116,21 @@ std::string classify_trap(const std::string& check, const std::string& output) {
     return has("ThreadSanitizer found a data race") ? "data-race" : "";
   }
   if (check == "deadlock") {
+    // Two locks taken in opposite orders explain a hang (the stage deadlocked), so TSan's report
+    // outranks the hang's stacks, where the workers blocked in a wait look like a lost wakeup.
+    if (has("lock-order-inversion") || has("opposite orders")) return "lock-order";
     // Threads blocked acquiring a mutex for the whole hang: a cycle of locks (the lock-order
     // mutant hangs this way before TSan can report the inversion), not a missed wakeup.
     if (has("HUNG") && (has("pthread_mutex_lock") || has("__lll_lock_wait"))) return "lock-order";
     if (has("HUNG") && (has("pthread_cond_wait") || has("condition_variable::wait"))) {
       // Workers asleep while clients wait. A lost wakeup -- unless the run also misused memory
       // (the clients were lost on their way to the workers: a queue of pointers to sockets
-      // shows in the stacks) or raced, which makes the sleep a symptom, not the trap.
+      // shows in the stacks) or raced (the deadlock check shows TSan's first report before the hang), which makes the
+      // sleep a symptom, not the trap.
       if (misused_memory || has("<proxy::Socket*>")) return "pointer-into-vector";
-      if (has("ThreadSanitizer also reported")) return "";
+      if (has("Before the hang ThreadSanitizer reported")) return "";
       return "lost-wakeup";
     }
-    if (has("lock-order-inversion") || has("opposite orders")) return "lock-order";
     return "";
   }
   if (check == "shutdown") return shutdown_trap(output);

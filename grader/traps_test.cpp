@@ -159,8 +159,8 @@ TEST(TrapHints, SleepingWorkersAfterARaceAreNotCalledALostWakeup) {
     output.replace(at, pointer.size(), "<proxy::Socket>");
   }
   EXPECT_EQ(classify_trap("deadlock", output), "lost-wakeup");
-  output += "\nThreadSanitizer also reported a data race during this run (the races check shows "
-            "one in full).\n";
+  output += "\nBefore the hang ThreadSanitizer reported a data race (a likely cause; stacks cut "
+            "to your code):\n";
   EXPECT_EQ(classify_trap("deadlock", output), "");
 }
 

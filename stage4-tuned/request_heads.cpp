@@ -1,6 +1,7 @@
-// How stage 4's poller reads a request head without a worker: whatever has arrived, never
-// waiting, until the head is whole; and how it answers a head that trickles past
-// --client-timeout-ms (408), so that slow clients cannot hold the pool (tuned_server.h).
+// What stage 4's poller does with a request head, without a worker: reads it — whatever has
+// arrived, never waiting — until it is whole; answers a head that trickles past
+// --client-timeout-ms with 408, so that slow clients cannot hold the pool; and answers a cache
+// hit itself, so that a hit costs no hand-off (tuned_server.h).
 #include <sys/socket.h>
 
 #include <array>
@@ -39,6 +40,7 @@ TunedServer::HeadState TunedServer::read_head(Idle& idle) {
   const std::size_t most = limits.max_header_bytes + limits.max_request_line;
   std::array<char, 16 * 1024> chunk;
   bool fresh = false;
+  bool ended = false;  // the client closed its side (a FIN): a whole head before it still counts
   while (idle.head.size() <= most) {
     const ssize_t n = ::recv(idle.client.connection.socket().fd(), chunk.data(), chunk.size(),
                              MSG_DONTWAIT);
@@ -49,20 +51,24 @@ TunedServer::HeadState TunedServer::read_head(Idle& idle) {
       if (static_cast<std::size_t>(n) < chunk.size()) break;  // most likely all there is
       continue;
     }
-    if (n == 0) return HeadState::closed;
+    if (n == 0) {
+      ended = true;
+      break;
+    }
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) break;
     return HeadState::closed;  // a reset
   }
   idle.head.erase(0, leading_empty_lines(idle.head));  // RFC 9112 §2.2
-  if (!fresh || idle.head.empty()) return HeadState::more;
+  const HeadState wait = ended ? HeadState::closed : HeadState::more;
+  if (!fresh || idle.head.empty()) return wait;
   if (idle.head.size() > most) return HeadState::ready;
   Request request;
   const RequestParseResult parsed = parse_request(idle.head, request, limits);
   if (parsed.status != ParseStatus::incomplete) return HeadState::ready;
   // Incomplete: if the read above stopped short of EAGAIN, a re-armed level-triggered fd
   // fires again at once for the rest; that is one extra wakeup, not a spin.
-  return HeadState::more;
+  return wait;
 }
 
 // A request head that trickled past --client-timeout-ms: 408, from the poller, never a worker
@@ -86,6 +92,41 @@ void TunedServer::time_out_head(Idle& idle) {
     next_408_log_ = now + Millis{1000};
   } else {
     ++unlogged_408_;
+  }
+}
+
+// A hit answered here, on the poller (serve_hit_now): a cache's most common request costs no
+// hand-off to a worker and back, which is most of what a hit costs (stage4-tuned/README.md).
+// `ready` when a worker must take the request, `more` when the connection stays parked.
+TunedServer::HeadState TunedServer::answer_hit(Idle& idle) {
+  const auto began = Clock::now();
+  const HitOutcome outcome = serve_hit_now(idle.client.connection, idle.head, server_.cache(),
+                                           options_, server_.stats());
+  if (outcome == HitOutcome::not_served) return HeadState::ready;
+  latency_.observe(Clock::now() - began);
+  if (outcome == HitOutcome::failed) {
+    idle.head.clear();
+    return HeadState::closed;
+  }
+  idle.since = began;  // the idle timeout runs from the last response
+  // A pipelined request already read goes to a worker; a partly sent hit waits in epoll.
+  return outcome == HitOutcome::served && !idle.head.empty() ? HeadState::ready : HeadState::more;
+}
+
+// The rest of a hit the client's socket did not take at once (answer_hit); then, as readable()
+// would, the next request: one already read (pipelined), or whatever has arrived.
+TunedServer::HeadState TunedServer::send_unsent(Idle& idle) {
+  const std::size_t before = idle.client.connection.unsent_bytes();
+  switch (idle.client.connection.send_unsent()) {
+    case IoStatus::ok:
+      idle.since = Clock::now();
+      return idle.head.empty() ? read_head(idle) : HeadState::ready;
+    case IoStatus::timeout:
+      // The client is reading: the write timeout runs from its last progress.
+      if (idle.client.connection.unsent_bytes() != before) idle.since = Clock::now();
+      return HeadState::more;
+    default:
+      return HeadState::closed;
   }
 }
 

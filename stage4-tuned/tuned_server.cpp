@@ -1,6 +1,6 @@
 // Stage 4's poller and workers (tuned_server.h explains the design). How the poller reads a
-// request head, and answers a slow one 408, is in request_heads.cpp; what the machine allows
-// (workers, descriptors) in machine_limits.cpp.
+// request head, answers a slow one 408 and a hit itself, is in request_heads.cpp; what the
+// machine allows (workers, descriptors) in machine_limits.cpp.
 #include "tuned_server.h"
 
 #include <sys/epoll.h>
@@ -29,6 +29,10 @@ constexpr int kTickMs = 50;
 // re-armed one fires again only when new bytes (or its end) arrive; a worker's connection is
 // disarmed until it comes back.
 constexpr std::uint32_t kParkedEvents = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
+// A parked connection whose hit the socket did not take whole waits to be writable instead.
+// No EPOLLRDHUP: a client that half-closed may still read, and a hang-up stays level-triggered,
+// so every re-arm would report it again at once (a spin) until the socket took the rest.
+constexpr std::uint32_t kUnsentEvents = EPOLLOUT | EPOLLONESHOT;
 
 void epoll_control(int epoll_fd, int op, int fd, std::uint32_t events) {
   epoll_event event{};
@@ -232,7 +236,10 @@ void TunedServer::readable(int fd) {
   const auto index = static_cast<std::size_t>(fd);
   if (index >= idle_.size() || !idle_[index]) return;
   Idle& idle = *idle_[index];
-  switch (read_head(idle)) {
+  HeadState state =
+      idle.client.connection.has_unsent() ? send_unsent(idle) : read_head(idle);
+  if (state == HeadState::ready) state = answer_hit(idle);
+  switch (state) {
     case HeadState::ready:
       dispatch(idle);
       break;
@@ -246,8 +253,9 @@ void TunedServer::readable(int fd) {
       // Once added, a connection stays in the set (EPOLLONESHOT disarms it while a worker has
       // it) until it closes, so coming back costs one MOD.
       Client& client = idle.client;
-      if (epoll_client(epoll_fd_, client.in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd,
-                       kParkedEvents)) {
+      const std::uint32_t events =
+          client.connection.has_unsent() ? kUnsentEvents : kParkedEvents;
+      if (epoll_client(epoll_fd_, client.in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, events)) {
         client.in_epoll = true;
         return;
       }
@@ -369,7 +377,12 @@ void TunedServer::close_idle(Clock::time_point now) {
   // vector costs.
   for (std::unique_ptr<Idle>& idle : idle_) {
     if (!idle) continue;
-    if (!idle->head.empty()) {
+    if (idle->client.connection.has_unsent()) {
+      // A response going out, not an idle connection: given up on only when the client took
+      // nothing for the write timeout, as a worker's write_all would be (a pipelined request
+      // behind it waits its turn, and is no slow head).
+      if (now - idle->since < options_.write_timeout) continue;
+    } else if (!idle->head.empty()) {
       if (now - idle->first_byte < options_.client_timeout) continue;
       time_out_head(*idle);
     } else if (now - idle->since >= config_.idle_timeout) {

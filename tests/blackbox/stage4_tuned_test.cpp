@@ -5,7 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -539,6 +541,105 @@ TEST_P(TunedStage, OpenTunnelsHoldNoWorker) {
   EXPECT_EQ(metrics()["proxy_tunnels_open"], 4);
 }
 
+// ---- Hits answered on the poller (serve_hit_now), without a worker ----
+
+// The only worker is stuck on a silent origin and the queue holds one request: hits on a
+// keep-alive connection are still answered, byte-exact, and counted as every hit is.
+TEST_P(TunedStage, AnswersHitsWithoutAWorkerWhileTheOnlyWorkerIsStuck) {
+  start_stage({"--workers", "1", "--origin-timeout-ms", "60000"});
+  ASSERT_EQ(fetch(proxy_port(), origin_url("/bytes/300")).status, 200);  // stored
+  proxy::Socket stuck = send_request(proxy_port(), proxy_get(origin_url("/stall")));
+  ASSERT_TRUE(origin_->wait_for_requests("/stall", 1, kDeadline));
+  proxy::Socket client = send_request(proxy_port(), proxy_get(origin_url("/bytes/300")));
+  for (int i = 0; i < 5; ++i) {
+    if (i > 0) {
+      ASSERT_EQ(client.write_all(proxy_get(origin_url("/bytes/300")), 5s).status,
+                proxy::IoStatus::ok);
+    }
+    std::vector<HttpResponse> r = read_framed(client, 1, kLive);
+    ASSERT_EQ(r.size(), 1u) << "hit " << i << " waited for the stuck worker";
+    EXPECT_EQ(r[0].status, 200);
+    EXPECT_EQ(r[0].field("X-Cache"), "HIT");
+    EXPECT_EQ(r[0].body, harness::deterministic_bytes(300));
+    EXPECT_FALSE(r[0].field("Age").empty());
+  }
+  EXPECT_EQ(origin_->request_count("/bytes/300"), 1u);
+}
+
+// A 60 KB hit to a client with a small receive window (the rest of a hit the socket does not
+// take at once waits in epoll; serve_hit_now_test forces that case): byte-exact, and the
+// connection carries the next request. Lookups count once each, whichever thread answered.
+TEST_P(TunedStage, FinishesAHitTheClientReadsSlowlyAndCountsEachLookupOnce) {
+  start_stage({"--workers", "2"});
+  constexpr std::size_t kBody = 60'000;
+  const std::string url = origin_url("/bytes/" + std::to_string(kBody));
+  ASSERT_EQ(fetch(proxy_port(), url).status, 200);  // a miss, stored
+  proxy::Socket client;
+  {
+    // A small receive window, so the proxy's send cannot take 60 KB at once.
+    proxy::Socket s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    proxy::set_int_option(s, SOL_SOCKET, SO_RCVBUF, 4096);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(proxy_port());
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(s.fd(), reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+    client = std::move(s);
+  }
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(client.write_all(proxy_get(url), 5s).status, proxy::IoStatus::ok);
+    std::vector<HttpResponse> r = read_framed(client, 1, kDeadline);
+    ASSERT_EQ(r.size(), 1u) << "hit " << i;
+    EXPECT_EQ(r[0].field("X-Cache"), "HIT");
+    EXPECT_EQ(r[0].body, harness::deterministic_bytes(kBody)) << "hit " << i;
+  }
+  Exposition m = metrics();
+  EXPECT_EQ(m["proxy_cache_hits_total"], 3);
+  EXPECT_EQ(m["proxy_cache_misses_total"], 1);
+}
+
+// A client reading pipelined 60 KB hits slowly, longer than the idle timeout in all: a response
+// going out is not an idle connection, so it is neither reset nor cut.
+TEST_P(TunedStage, KeepsSendingHitsToASlowReaderPastTheIdleTimeout) {
+  start_stage({"--workers", "2", "--idle-timeout-ms", "200"});
+  constexpr std::size_t kBody = 60'000;
+  const std::string url = origin_url("/bytes/" + std::to_string(kBody));
+  ASSERT_EQ(fetch(proxy_port(), url).status, 200);  // stored
+  proxy::Socket client = send_request(proxy_port(), proxy_get(url) + proxy_get(url) + proxy_get(url));
+  std::string raw;
+  std::array<char, 8192> piece;
+  const auto until = std::chrono::steady_clock::now() + kDeadline;
+  while (raw.size() < 3 * kBody && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(10ms);  // the slowness under test: ~0.8 MB/s, over 200 ms
+    auto got = client.read_some(piece, 5s);
+    ASSERT_EQ(got.status, proxy::IoStatus::ok) << "cut after " << raw.size() << " bytes";
+    raw.append(piece.data(), got.bytes);
+  }
+  std::size_t bodies = 0;
+  for (std::size_t at = raw.find("X-Cache: HIT"); at != std::string::npos;
+       at = raw.find("X-Cache: HIT", at + 1)) {
+    ++bodies;
+  }
+  EXPECT_EQ(bodies, 3u);
+}
+
+// A whole request head that arrives together with the client's FIN (here exactly one 16 KiB
+// read, so the end of stream is seen by the next read) is still answered.
+TEST_P(TunedStage, AnswersAWholeHeadThatArrivesWithTheClientsFin) {
+  start_stage();
+  const std::string url = origin_url("/bytes/10");
+  ASSERT_EQ(fetch(proxy_port(), url).status, 200);  // stored: a hit needs no origin
+  std::string request = proxy_get(url, {"X-Pad: "});
+  request.insert(request.find("X-Pad: ") + 7, 16384 - request.size(), 'p');
+  ASSERT_EQ(request.size(), 16384u);
+  proxy::Socket client = send_request(proxy_port(), request);
+  client.shutdown_write();
+  std::optional<HttpResponse> r = read_response(client, kDeadline);
+  ASSERT_TRUE(r.has_value()) << "the head before the FIN was thrown away";
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, harness::deterministic_bytes(10));
+}
+
 // With a descriptor limit far below --max-connections, clients past what the limit allows get a
 // 503 from the connection cap at once, instead of waiting unanswered in the listen backlog while
 // accept fails with EMFILE.
@@ -654,10 +755,21 @@ TEST_P(TunedStage, KeepsNoOriginConnectionAfterACutOrCloseDelimitedBody) {
   EXPECT_EQ(metrics()["proxy_origin_connections_reused_total"], 0);
 }
 
+// A HEAD response declares a body it does not send; an origin that sent it late would have it
+// read as the next response on a kept connection (RFC 9112 §6.3): such a connection is not kept.
+TEST_P(TunedStage, KeepsNoOriginConnectionAfterAHeadResponseThatDeclaresABody) {
+  start_stage({"--workers", "1"});
+  HttpResponse head = exchange(proxy_port(), "HEAD " + origin_url("/bytes/10") +
+                                                 " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(head.status, 200);
+  ASSERT_EQ(fetch(proxy_port(), origin_url("/bytes/5")).status, 200);
+  EXPECT_EQ(origin_->connections_accepted(), 2u);
+}
+
 TEST(Stage4Help, DocumentsEveryFlagWithItsUnit) {
   for (const std::string& stage : built_stages()) {
     if (stage != "stage4-tuned") continue;
-    FILE* pipe = ::popen((binary_path(stage) + " --help").c_str(), "r");
+    FILE* pipe = ::popen((harness::shell_command(binary_path(stage)) + " --help").c_str(), "r");
     ASSERT_NE(pipe, nullptr);
     std::string text;
     char buf[4096];

@@ -39,7 +39,8 @@ class StageTest : public ::testing::TestWithParam<std::string> {
   /// seconds naming it, and the stage is killed.
   void start_stage(const std::vector<std::string>& flags = {});
   /// Waits until `condition` holds, up to `deadline`; false when it did not, and at once when
-  /// the hang watch has seen the stage hang. For steps that only the stage can complete.
+  /// the hang watch has seen the stage hang or the stage has exited. For steps that only the
+  /// stage can complete.
   bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds deadline);
   /// wait_until the origin has seen `count` requests whose path starts with `path_prefix`.
   bool wait_for_origin(const std::string& path_prefix, std::uint64_t count,
