@@ -124,9 +124,12 @@ bool may_retry_on_new_connection(std::string_view method, bool connection_was_re
   if (!connection_was_reused || response_byte_seen || !body_held_whole || retries_so_far > 0) {
     return false;
   }
-  // RFC 9110 §9.2.2: the idempotent methods (CONNECT never reaches an origin pool).
+  return is_idempotent(method);  // CONNECT never reaches an origin pool
+}
+
+bool is_idempotent(std::string_view method) noexcept {
   for (std::string_view idempotent : {"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"}) {
-    if (method == idempotent) return true;  // methods are case-sensitive (RFC 9110 §9.1)
+    if (method == idempotent) return true;
   }
   return false;
 }

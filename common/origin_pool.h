@@ -92,6 +92,10 @@ class OriginPool {
   OriginPoolCounters counters_;
 };
 
+/// The idempotent methods (RFC 9110 §9.2.2): GET, HEAD, OPTIONS, TRACE, PUT, DELETE.
+/// Case-sensitive, as methods are (§9.1).
+bool is_idempotent(std::string_view method) noexcept;
+
 /// True when a request whose kept (reused) connection turned out closed before any byte of a
 /// response arrived may be sent again on a new connection: only an idempotent method (RFC 9110
 /// §9.2.2: GET, HEAD, OPTIONS, TRACE, PUT, DELETE) whose body the proxy still holds whole, and

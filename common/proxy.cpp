@@ -277,7 +277,10 @@ std::optional<OriginConnection> fetch_from_origin(Context& ctx, const Request& r
   // With a pool, the request leaves the connection open (stages 1-3 close it after one).
   const bool keep_open = ctx.options.origin_pool != nullptr && keep_origin_connection_open(out);
   out += body.first_bytes();
-  std::optional<OriginConnection> origin = open_origin(ctx, uri.host, uri.port, keep_open);
+  // A request that may not be sent twice never goes out on a kept connection, which the origin
+  // may be closing just then: it takes a new one (and may leave it in the pool afterwards).
+  std::optional<OriginConnection> origin =
+      open_origin(ctx, uri.host, uri.port, keep_open && is_idempotent(request.method));
   if (!origin) return std::nullopt;
   // A streamed body may be cut, or answered before the origin took all of it: such a
   // connection is never kept, and the request never sent twice.
