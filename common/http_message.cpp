@@ -134,6 +134,12 @@ FieldsResult parse_fields(std::string_view buffer, std::size_t pos, HeaderFields
 
 }  // namespace
 
+std::size_t leading_empty_lines(std::string_view buffer) noexcept {
+  std::size_t n = 0;
+  while (buffer.substr(n, 2) == "\r\n") n += 2;
+  return n;
+}
+
 RequestParseResult parse_request(std::string_view buffer, Request& out,
                                  const RequestLimits& limits) {
   // LAB(1) BEGIN parse_request

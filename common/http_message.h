@@ -53,6 +53,12 @@ struct RequestParseResult {
   std::string error_reason;
 };
 
+/// Bytes of empty lines (CRLF pairs) at the start of `buffer`, before a request line. RFC 9112
+/// §2.2: a server SHOULD ignore at least one such line, which some clients send after a request
+/// body; the caller drops them before parse_request. A lone CR at the end is not counted: it may
+/// be the first half of the next pair. Thread-safe.
+std::size_t leading_empty_lines(std::string_view buffer) noexcept;
+
 /// Parses a request head from the start of `buffer` into `out`. Reads only inside `buffer`.
 /// Strict on the framing that smuggling attacks exploit: lines end in CRLF (a bare CR or LF is
 /// invalid), obsolete line folding is invalid (RFC 9112 §5.2), field names are tokens, values

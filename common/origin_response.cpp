@@ -1,8 +1,10 @@
-// Talking to the origin: connecting (or to a CONNECT target), and reading its response head
-// past interim 1xx responses. The proxy answers the client itself when the origin fails it:
+// Talking to the origin: connecting (or to a CONNECT target), or taking a kept connection from
+// the origin pool; sending the request; reading the response head past interim 1xx responses;
+// giving a reusable connection back. The proxy answers the client itself when the origin fails it:
 // 502 unreachable or malformed, 503 out of descriptors, 504 too slow.
 #include <array>
 
+#include "origin_pool.h"
 #include "rewrite.h"
 #include "transaction.h"
 
@@ -28,58 +30,137 @@ bool relay_interim(Context& ctx, const ResponseHead& head) {
   return true;
 }
 
-}  // namespace
+// How one attempt at reading a response head ended.
+enum class HeadRead {
+  complete,
+  answered,  // failed, and the client has been answered (or the wait was cut)
+  closed_unanswered  // the origin closed or reset before any byte: not answered yet
+};
 
-// Reads the origin's response head, relaying interim 1xx responses. Answers the client itself
-// (502/504) and returns false on failure. On success `buffer` holds the head and any body
-// bytes after it; `head_bytes` marks the boundary.
-bool read_response_head(Context& ctx, const Socket& origin, std::string& buffer,
-                        ResponseHead& head, std::size_t& head_bytes) {
+HeadRead read_head_once(Context& ctx, const Socket& origin, std::string& buffer,
+                        ResponseHead& head, std::size_t& head_bytes, IoStatus& closed_by) {
   std::array<char, 16 * 1024> chunk;
+  bool any_byte = false;
   for (;;) {
     ResponseParseResult parsed = parse_response_head(buffer, head, kMaxResponseHead);
     if (parsed.status == ParseStatus::invalid) {
       reply_error(ctx, 502, "malformed response from origin: " + parsed.error_reason);
-      return false;
+      return HeadRead::answered;
     }
     if (parsed.status == ParseStatus::complete) {
       if (head.status >= 100 && head.status < 200 && head.status != 101) {
-        if (!relay_interim(ctx, head)) return false;
+        if (!relay_interim(ctx, head)) return HeadRead::answered;
         buffer.erase(0, parsed.consumed);
         continue;  // the final response follows
       }
       if (head.status < 200) {
         reply_error(ctx, 502, "origin switched protocols, which this proxy never asked for");
-        return false;
+        return HeadRead::answered;
       }
       head_bytes = parsed.consumed;
-      return true;
+      return HeadRead::complete;
     }
     IoResult got = origin.read_some(chunk, ctx.options.origin_timeout,
                                     ctx.options.drop_abandoned ? ctx.client.fd() : -1);
     switch (got.status) {
       case IoStatus::ok:
         buffer.append(chunk.data(), got.bytes);
+        any_byte = true;
         break;
       case IoStatus::timeout:
         reply_error(ctx, 504, "origin did not answer within " +
                                   std::to_string(ctx.options.origin_timeout.count()) + " ms");
-        return false;
+        return HeadRead::answered;
       case IoStatus::cancelled:
         if (ctx.options.drop_abandoned) {
           log_failure(ctx, "client hung up (or shutdown cut the wait) before the origin "
                            "answered; origin request dropped, nothing stored");
         }
-        return false;
+        return HeadRead::answered;
       case IoStatus::eof:
-        reply_error(ctx, 502, buffer.empty() ? "origin closed the connection without answering"
-                                             : "origin closed the connection mid-head");
-        return false;
       case IoStatus::error:
-        reply_error(ctx, 502, "origin connection failed while reading the response head");
-        return false;
+        if (!any_byte) {
+          closed_by = got.status;
+          return HeadRead::closed_unanswered;
+        }
+        reply_error(ctx, 502, got.status == IoStatus::eof
+                                  ? "origin closed the connection mid-head"
+                                  : "origin connection failed while reading the response head");
+        return HeadRead::answered;
     }
   }
+}
+
+// The origin closed a kept connection just as the request went out on it (it had timed the
+// connection out, RFC 9112 §9.3.1): the request goes once more, on a new connection.
+bool retry_on_new_connection(Context& ctx, OriginConnection& origin) {
+  ctx.stats.origin_retries.fetch_add(1, std::memory_order_relaxed);
+  origin.may_retry = false;
+  origin.reused = false;
+  origin.socket.close();
+  std::optional<Socket> fresh = connect_to_origin(ctx, origin.host, origin.port);
+  if (!fresh) return false;
+  ctx.stats.origin_connects.fetch_add(1, std::memory_order_relaxed);
+  origin.socket = std::move(*fresh);
+  if (origin.socket.write_all(origin.resend, ctx.options.write_timeout).status != IoStatus::ok) {
+    reply_error(ctx, 502, "origin closed the connection before taking the request");
+    return false;
+  }
+  origin.resend.clear();
+  return true;
+}
+
+}  // namespace
+
+std::optional<OriginConnection> open_origin(Context& ctx, const std::string& host,
+                                            std::uint16_t port, bool from_pool) {
+  OriginConnection origin;
+  origin.host = host;
+  origin.port = port;
+  if (from_pool && ctx.options.origin_pool != nullptr) {
+    if (std::optional<Socket> kept = ctx.options.origin_pool->acquire(host, port)) {
+      origin.socket = std::move(*kept);
+      origin.reused = true;
+      return origin;
+    }
+  }
+  std::optional<Socket> fresh = connect_to_origin(ctx, host, port);
+  if (!fresh) return std::nullopt;
+  ctx.stats.origin_connects.fetch_add(1, std::memory_order_relaxed);
+  origin.socket = std::move(*fresh);
+  return origin;
+}
+
+bool send_to_origin(Context& ctx, OriginConnection& origin, const std::string& request_bytes) {
+  if (origin.socket.write_all(request_bytes, ctx.options.write_timeout).status == IoStatus::ok) {
+    return true;
+  }
+  if (origin.reused && origin.may_retry) return retry_on_new_connection(ctx, origin);
+  reply_error(ctx, 502, "origin closed the connection before taking the request");
+  return false;
+}
+
+bool read_response_head(Context& ctx, OriginConnection& origin, std::string& buffer,
+                        ResponseHead& head, std::size_t& head_bytes) {
+  IoStatus closed_by = IoStatus::eof;
+  HeadRead got = read_head_once(ctx, origin.socket, buffer, head, head_bytes, closed_by);
+  if (got == HeadRead::closed_unanswered && origin.reused && origin.may_retry) {
+    if (!retry_on_new_connection(ctx, origin)) return false;
+    got = read_head_once(ctx, origin.socket, buffer, head, head_bytes, closed_by);
+  }
+  if (got == HeadRead::closed_unanswered) {
+    reply_error(ctx, 502, closed_by == IoStatus::eof
+                              ? "origin closed the connection without answering"
+                              : "origin connection failed while reading the response head");
+  }
+  return got == HeadRead::complete;
+}
+
+void finish_origin(Context& ctx, OriginConnection origin) {
+  if (origin.reusable && ctx.options.origin_pool != nullptr) {
+    ctx.options.origin_pool->release(origin.host, origin.port, std::move(origin.socket));
+  }
+  // Otherwise the connection closes here, with `origin`.
 }
 
 std::optional<Socket> connect_to_origin(Context& ctx, const std::string& host, std::uint16_t port) {

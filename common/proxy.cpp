@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "body_relay.h"
+#include "origin_pool.h"
 #include "rewrite.h"
 #include "transaction.h"
 #include "uri.h"
@@ -31,10 +32,11 @@ bool refuse_unsupported(Context& ctx, const Request& request,
                         const std::optional<AbsoluteUri>& uri, bool framed);
 bool serve_http(Context& ctx, Cache& cache, const Request& request, const AbsoluteUri& uri,
                 const BodyFraming& body, std::string_view after_head);
-std::optional<Socket> fetch_from_origin(Context& ctx, const Request& request,
-                                        const AbsoluteUri& uri, const BodyFraming& framing,
-                                        std::string_view buffered_body);
-bool relay_response(Context& ctx, const Socket& origin, const Request& request,
+std::optional<OriginConnection> fetch_from_origin(Context& ctx, const Request& request,
+                                                  const AbsoluteUri& uri,
+                                                  const BodyFraming& framing,
+                                                  std::string_view buffered_body);
+bool relay_response(Context& ctx, OriginConnection& origin, const Request& request,
                     const std::string& key, bool may_store, Cache& cache);
 
 // Helpers, defined last.
@@ -110,6 +112,7 @@ bool read_request(Context& ctx, std::string& buffer, Request& request, std::size
   bool worth_parsing = !buffer.empty();
   for (;;) {
     if (worth_parsing) {
+      buffer.erase(0, leading_empty_lines(buffer));  // RFC 9112 §2.2
       RequestParseResult parsed = parse_request(buffer, request, limits);
       if (parsed.status != ParseStatus::incomplete) {
         ctx.stats.requests.fetch_add(1, std::memory_order_relaxed);
@@ -204,7 +207,7 @@ bool serve_http(Context& ctx, Cache& cache, const Request& request, const Absolu
   std::optional<ResponseHead> stored_head =
       use == StoredUse::revalidate ? parse_stored_head(cached->head) : std::nullopt;
   if (stored_head) ctx.revalidating = cached;
-  std::optional<Socket> origin = fetch_from_origin(
+  std::optional<OriginConnection> origin = fetch_from_origin(
       ctx, stored_head ? conditional_request(request, stored_head->fields) : request, uri, body,
       after_head);
   if (!origin) {
@@ -213,7 +216,9 @@ bool serve_http(Context& ctx, Cache& cache, const Request& request, const Absolu
   }
   // Only a GET's response is stored, and not one with a body: the entry is not keyed by it.
   const bool may_store = get && body.kind == BodyKind::none && rules.may_store;
-  return relay_response(ctx, *origin, request, key, may_store, cache);
+  const bool orderly = relay_response(ctx, *origin, request, key, may_store, cache);
+  finish_origin(ctx, std::move(*origin));  // back to the origin pool, when it may carry more
+  return orderly;
 }
 
 }  // namespace
@@ -241,27 +246,34 @@ void send_cached(Context& ctx, const CachedResponse& cached) {
 
 namespace {
 
-// Connects to the origin and sends the rewritten request, body included (request_body.cpp).
-// Answers the client itself (400/408/413 for the request body, 502/504 for the origin) and
-// returns nullopt when that fails.
-std::optional<Socket> fetch_from_origin(Context& ctx, const Request& request,
-                                        const AbsoluteUri& uri, const BodyFraming& framing,
-                                        std::string_view buffered_body) {
+// Sends the rewritten request to the origin, body included (request_body.cpp), on a kept
+// connection when ctx.options.origin_pool has one, else on a new one. Answers the client itself
+// (400/408/413 for the request body, 502/504 for the origin) and returns nullopt when that fails.
+std::optional<OriginConnection> fetch_from_origin(Context& ctx, const Request& request,
+                                                  const AbsoluteUri& uri,
+                                                  const BodyFraming& framing,
+                                                  std::string_view buffered_body) {
   RequestBody body;
   if (!read_request_body(ctx, request, framing, buffered_body, body)) return std::nullopt;
-  std::optional<Socket> origin = connect_to_origin(ctx, uri.host, uri.port);
-  if (!origin) return std::nullopt;
   std::string fields = via_field(ctx, request.version_minor);
   fields.resize(fields.size() - 2);  // build_origin_request adds the CRLF
   if (std::string framing_field = body.framing_field(request); !framing_field.empty()) {
     fields += "\r\n" + framing_field;
   }
-  const std::string out = build_origin_request(request, uri, fields) + body.first_bytes();
-  if (origin->write_all(out, ctx.options.write_timeout).status != IoStatus::ok) {
-    reply_error(ctx, 502, "origin closed the connection before taking the request");
-    return std::nullopt;
-  }
-  if (!stream_request_body(ctx, *origin, body)) return std::nullopt;
+  std::string out = build_origin_request(request, uri, fields);
+  // With a pool, the request leaves the connection open (stages 1-3 close it after one).
+  const bool keep_open = ctx.options.origin_pool != nullptr && keep_origin_connection_open(out);
+  out += body.first_bytes();
+  std::optional<OriginConnection> origin = open_origin(ctx, uri.host, uri.port, keep_open);
+  if (!origin) return std::nullopt;
+  // A streamed body may be cut, or answered before the origin took all of it: such a
+  // connection is never kept, and the request never sent twice.
+  origin->keep_allowed = keep_open && !body.rest;
+  origin->may_retry = may_retry_on_new_connection(request.method, origin->reused, false,
+                                                  !body.rest, 0);
+  if (origin->may_retry) origin->resend = out;
+  if (!send_to_origin(ctx, *origin, out)) return std::nullopt;
+  if (!stream_request_body(ctx, origin->socket, body)) return std::nullopt;
   return origin;
 }
 
@@ -315,7 +327,7 @@ bool report_cut(Context& ctx, BodyOutcome outcome, bool client_sees_cut) {
 // Returns false when the response was cut after its head went out and the client, reading a
 // body that ends at close, could not tell a cut from the end: the caller then resets the
 // connection instead of closing it.
-bool relay_response(Context& ctx, const Socket& origin, const Request& request,
+bool relay_response(Context& ctx, OriginConnection& origin, const Request& request,
                     const std::string& key, bool may_store, Cache& cache) {
   std::string buffer;
   ResponseHead head;
@@ -325,7 +337,12 @@ bool relay_response(Context& ctx, const Socket& origin, const Request& request,
     return true;
   }
   const UnixSeconds response_time = unix_now();
+  // RFC 9112 §9.3: the origin keeps the connection open after this response unless it is
+  // HTTP/1.0 or says close; the body's framing decides below whether its end can be seen.
+  const bool origin_persists = origin.keep_allowed && head.version_minor >= 1 &&
+                               !field_has_token(head.fields, "Connection", "close");
   if (ctx.revalidating && head.status == 304) {
+    origin.reusable = origin_persists && buffer.size() == head_bytes;  // a 304 has no body
     serve_revalidated(ctx, head, request, key, may_store, cache);
     return true;
   }
@@ -367,9 +384,12 @@ bool relay_response(Context& ctx, const Socket& origin, const Request& request,
   sink.hold_last = true;  // the last piece goes out after the store step below
   BodyReader reader(*framing);
   const BodyOutcome outcome =
-      relay_body(origin, std::string_view(buffer).substr(head_bytes), reader, sink,
+      relay_body(origin.socket, std::string_view(buffer).substr(head_bytes), reader, sink,
                  ctx.options.origin_timeout, ctx.options.write_timeout);
   if (outcome != BodyOutcome::complete) return report_cut(ctx, outcome, client_sees_cut);
+  // Whole, and its end was in its framing, not the close: the connection may carry another.
+  origin.reusable = origin_persists && framing->kind != BodyKind::close_delimited &&
+                    (framing->kind != BodyKind::none || buffer.size() == head_bytes);
 
   // The store step, before the client has the last bytes: on a persistent connection it may ask
   // again the moment it has them, and must find the entry. sink.capture is null once the body

@@ -16,6 +16,8 @@
 
 namespace proxy {
 
+class OriginPool;
+
 /// A CONNECT tunnel after the proxy's 200 (RFC 9110 §9.3.6), handed to whoever relays it
 /// (ProxyOptions::adopt_tunnel): both sockets, and what log lines name it by.
 struct EstablishedTunnel {
@@ -74,6 +76,14 @@ struct ProxyOptions {
   /// default, half_closed_clients off): a client cannot be told apart from one that closed.
   /// Off for stages 1-3 (their lesson keeps every request to its end); stage 4 sets it.
   bool drop_abandoned = false;
+  /// Persistent origin connections (RFC 9112 §9.3), when set: a request goes out without
+  /// `Connection: close` on a kept connection to its origin (or a new one), and a connection
+  /// whose response ended whole and may carry another request is given back to this pool. A
+  /// kept connection the origin closed before any byte of the response is replaced once by a
+  /// new one for an idempotent request (RFC 9112 §9.3.1), never for another. Not owned; must
+  /// outlive every transaction. Null (stages 1-3): one request per origin connection, closed
+  /// after it. Stage 4 sets it unless --no-origin-reuse.
+  OriginPool* origin_pool = nullptr;
   /// The pseudonym in the `Via` field this proxy adds to requests and responses it forwards
   /// (RFC 9110 §7.6.3), e.g. "1.1 stage3-pool". run_stage sets it to the stage's name.
   std::string via_name = "proxy";
@@ -90,6 +100,9 @@ struct ProxyStats {
   std::atomic<std::uint64_t> errors{0};    ///< responses the proxy generated itself (4xx/5xx)
   std::atomic<std::uint64_t> tunnels{0};       ///< CONNECT tunnels established, in all
   std::atomic<std::uint64_t> tunnels_open{0};  ///< CONNECT tunnels open now (max_tunnels)
+  std::atomic<std::uint64_t> origin_connects{0};  ///< origin connections opened (not tunnels)
+  /// Requests sent again on a new connection after a kept one closed unanswered (origin_pool).
+  std::atomic<std::uint64_t> origin_retries{0};
 };
 
 /// A client connection that may carry several requests: the socket, the peer's address (taken

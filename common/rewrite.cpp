@@ -56,6 +56,14 @@ std::string build_origin_request(const Request& request, const AbsoluteUri& uri,
   // LAB(1) END
 }
 
+bool keep_origin_connection_open(std::string& origin_request) {
+  constexpr std::string_view kClose = "Connection: close\r\n\r\n";
+  if (!std::string_view(origin_request).ends_with(kClose)) return false;
+  origin_request.resize(origin_request.size() - kClose.size());
+  origin_request += "\r\n";
+  return true;
+}
+
 std::string origin_framing_field(const Request& request, const BodyFraming& body,
                                  std::uint64_t length, bool stream_chunked) {
   if (body.kind == BodyKind::none) {

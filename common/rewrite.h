@@ -29,6 +29,13 @@ bool is_hop_by_hop_in(std::string_view name, const HeaderFields& fields);
 std::string build_origin_request(const Request& request, const AbsoluteUri& uri,
                                  std::string_view body_framing_field = {});
 
+/// For a kept origin connection (ProxyOptions::origin_pool): takes away the `Connection: close`
+/// line that build_origin_request ends `origin_request`'s head with, so the connection stays open
+/// after the response (persistence is HTTP/1.1's default, RFC 9112 §9.3). Returns false, and
+/// changes nothing, when the head does not end with that line: the connection must then not be
+/// kept.
+bool keep_origin_connection_open(std::string& origin_request);
+
 /// The body framing field, without its CRLF, for the request the origin receives (RFC 9112 §6):
 /// "Transfer-Encoding: chunked" when the proxy streams `body` in chunks it makes itself,
 /// "Content-Length: `length`" for a body it sends whole (a chunked one decoded), and for a request

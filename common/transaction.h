@@ -37,6 +37,26 @@ struct Context {
   bool sent_continue = false;  ///< we answered the client's Expect: 100-continue ourselves
 };
 
+/// The origin connection one request went out on (ProxyOptions::origin_pool): whether it was a
+/// kept one, and what sending the request again on a new connection would need. Owned by the
+/// serving thread for one request.
+struct OriginConnection {
+  Socket socket;
+  std::string host;  ///< the pool's key, with port
+  std::uint16_t port = 0;
+  bool reused = false;  ///< taken from the pool rather than connected for this request
+  /// The request bytes as written, kept only while a retry may send them again: an idempotent
+  /// request whose body was held whole (may_retry_on_new_connection, RFC 9112 §9.3.1).
+  std::string resend;
+  bool may_retry = false;
+  /// The request went out so that the connection may be kept: without `Connection: close`,
+  /// its body whole. Only then may `reusable` be set.
+  bool keep_allowed = false;
+  /// Set by relay_response when the response ended whole and its framing lets the connection
+  /// carry another request (RFC 9112 §9.3): only then is it given back to the pool.
+  bool reusable = false;
+};
+
 // ---- Canned replies (replies.cpp) ----
 
 /// Sends a response the proxy makes itself: `status`, a one-line plain-text body naming
@@ -60,11 +80,26 @@ std::string via_field(const Context& ctx, int version_minor);
 /// Connects to an origin (or a CONNECT target). Answers the client itself and returns nullopt
 /// on failure: 504 after connect_timeout, 503 when we are out of descriptors, else 502.
 std::optional<Socket> connect_to_origin(Context& ctx, const std::string& host, std::uint16_t port);
+/// The origin connection for a request: when `from_pool`, a kept one from
+/// ctx.options.origin_pool if it has one, else a new one (connect_to_origin). Answers the client
+/// itself and returns nullopt on failure.
+std::optional<OriginConnection> open_origin(Context& ctx, const std::string& host,
+                                            std::uint16_t port, bool from_pool);
+/// Writes the request to the origin. A kept connection the origin closed meanwhile is swapped
+/// once for a new one when origin.may_retry (RFC 9112 §9.3.1). Answers the client itself (502)
+/// and returns false on failure.
+bool send_to_origin(Context& ctx, OriginConnection& origin, const std::string& request_bytes);
 /// Reads the origin's response head, relaying interim 1xx responses to an HTTP/1.1 client.
-/// Answers the client itself (502/504) and returns false on failure. On success `buffer` holds
-/// the head and any body bytes after it; `head_bytes` marks the boundary.
-bool read_response_head(Context& ctx, const Socket& origin, std::string& buffer,
+/// When a kept connection turns out closed before any byte of a response, and origin.may_retry,
+/// the request is sent once more on a new connection (RFC 9112 §9.3.1: the origin may close an
+/// idle connection just as a request goes out on it). Answers the client itself (502/504) and
+/// returns false on failure. On success `buffer` holds the head and any body bytes after it;
+/// `head_bytes` marks the boundary.
+bool read_response_head(Context& ctx, OriginConnection& origin, std::string& buffer,
                         ResponseHead& head, std::size_t& head_bytes);
+/// Gives a connection back to ctx.options.origin_pool when its response left it reusable, and
+/// closes it otherwise.
+void finish_origin(Context& ctx, OriginConnection origin);
 
 // ---- Caching steps, RFC 9111 (caching.cpp; the rules are in http_cache_rules.h) ----
 

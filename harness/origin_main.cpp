@@ -24,6 +24,7 @@ constexpr const char* kPaths = R"(Paths:
   /truncate/N         promise N bytes, send N/2, close
   /reset/N            promise N bytes, send N/2, reset
   /stall              read the request, never answer
+  /drop-next[/PATH]   answer PATH; drop the next request on that connection unanswered
   /status/CODE        that status
   /headers            echo the request's header lines
   /anything[/...]     JSON echo of method, target, headers, body

@@ -213,6 +213,23 @@ std::optional<Plan> stall_route(std::string_view, const RequestView&) {
   return plan;
 }
 
+// /drop-next[/PATH]: PATH's answer (or a short text), on a connection kept open; the next request
+// on it is read and then dropped with a close, unanswered — an origin that timed out an idle
+// connection just as a request arrived (RFC 9112 §9.3.1), which a proxy may retry only when the
+// request is idempotent.
+std::optional<Plan> drop_next_route(std::string_view rest, const RequestView& request) {
+  std::optional<Plan> inner;
+  if (!rest.empty()) inner = route("/" + std::string(rest), request);
+  Plan plan;
+  if (inner && !inner->stats) {
+    plan = std::move(*inner);
+  } else {
+    plan.reply = text_reply(200, "the next request on this connection is dropped\n");
+  }
+  plan.drop_next = true;
+  return plan;
+}
+
 std::optional<Plan> status_route(std::string_view rest, const RequestView&) {
   auto status = parse_number(rest, 599);
   if (!status || *status < 100) return std::nullopt;
@@ -318,7 +335,8 @@ constexpr Route kRoutes[] = {
     {"/anything", false, anything_route},   {"/anything/", true, anything_route},
     {"/cache/", true, cache_route},         {"/respond", false, respond_route_of},
     {"/no-store/", true, no_store_route},   {"/echo", false, echo_route},
-    {"/interim/", true, interim_route},     {"/__stats", false, stats_route},
+    {"/interim/", true, interim_route},     {"/drop-next", false, drop_next_route},
+    {"/drop-next/", true, drop_next_route}, {"/__stats", false, stats_route},
 };
 
 // Maps a path (no query) to a plan; nullopt when no route matches (404).

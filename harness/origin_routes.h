@@ -39,6 +39,7 @@ struct Reply {
 struct Plan {
   std::uint64_t delay_ms = 0;
   bool stall = false;
+  bool drop_next = false;  // /drop-next: the connection's next request is dropped unanswered
   bool stats = false;  // /__stats: body filled in when the reply is made, never delayed
   Reply reply;
 };

@@ -128,7 +128,7 @@ class OriginServer::Loop {
   void wake() noexcept;
 
  private:
-  enum class Phase { head, body, queued, delayed, writing, stalled, lingering };
+  enum class Phase { head, body, queued, delayed, writing, stalled, lingering, dropped };
 
   struct Connection {
     std::uint64_t id = 0;
@@ -139,6 +139,7 @@ class OriginServer::Loop {
     bool write_blocked = false;
     bool reset_on_close = false;
     bool holds_slot = false;
+    bool drop_next = false;  // /drop-next answered: the next request is dropped unanswered
     std::uint32_t events = 0;     // the epoll interest currently registered
     std::uint64_t timer_seq = 0;  // only the newest timer of a connection counts
 
@@ -324,6 +325,7 @@ void OriginServer::Loop::accept_clients() {
       timers_.push({Clock::now() + kAcceptRetry, kListenerId, 0});
       return;
     }
+    server_.accepted_.fetch_add(1, std::memory_order_relaxed);
     auto c = std::make_unique<Connection>();
     c->id = next_id_++;
     c->socket = proxy::Socket(fd);
@@ -464,6 +466,8 @@ bool OriginServer::Loop::advance(Connection& c) {
       case Phase::stalled:
       case Phase::lingering:
         return !c.peer_eof;
+      case Phase::dropped:
+        return false;
       case Phase::writing:
         next = write_response(c);
         break;
@@ -588,6 +592,11 @@ void OriginServer::Loop::dispatch(Connection& c) {
     return;
   }
   server_.count_request(path);
+  if (c.drop_next) {
+    c.phase = Phase::dropped;  // advance() closes it: no answer, no slot taken
+    return;
+  }
+  c.drop_next = plan->drop_next;
   plan->delay_ms += *extra_delay + static_cast<std::uint64_t>(server_.options_.default_delay_ms);
   c.plan = std::move(plan);
   if (server_.slots_) {

@@ -5,6 +5,7 @@
 // never a benchmark's bottleneck unless `capacity` tells it to be.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -65,6 +66,8 @@ struct OriginOptions {
 ///                         X-Echo-Method names the method received
 ///   /interim/CODE[/PATH]  an interim CODE response (100, or 103 with a Link field) first, then
 ///                         PATH's answer (or a short text)
+///   /drop-next[/PATH]     PATH's answer (or a short text); the next request on the same
+///                         connection is read, counted and dropped unanswered with a close
 ///   /__stats              {"/path": count, ...}, never delayed, never counted, no capacity slot
 ///   /site/PATH            the file PATH under OriginOptions::site_dir (when set), else 404
 /// Anything else is 404; a malformed request gets 400 (or 414/431/505) and the connection
@@ -101,6 +104,11 @@ class OriginServer {
                          std::chrono::milliseconds timeout) const;
   /// The per-path counts as a JSON object, e.g. {"/bytes/10":3}. Thread-safe.
   [[nodiscard]] std::string stats_json() const;
+  /// Connections accepted so far: beside request_count(""), it shows whether a client (a
+  /// proxy's origin pool) sends several requests per connection. Thread-safe.
+  [[nodiscard]] std::uint64_t connections_accepted() const noexcept {
+    return accepted_.load(std::memory_order_relaxed);
+  }
 
  private:
   class Loop;      // one epoll loop and the connections it owns (origin_server.cpp)
@@ -126,6 +134,7 @@ class OriginServer {
   mutable std::mutex counts_mutex_;  // guards counts_; counted_ is notified on every change
   mutable std::condition_variable counted_;
   std::map<std::string, std::uint64_t, std::less<>> counts_;
+  std::atomic<std::uint64_t> accepted_{0};
 };
 
 }  // namespace harness

@@ -90,7 +90,8 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     app.add_option("--max-connections", config.max_connections,
                    "Open client connections, idle ones included; past it a new connection gets "
-                   "503 at accept (connections)")
+                   "503 at accept (connections). At most half of RLIMIT_NOFILE, whose soft limit "
+                   "is raised to the hard one: each connection may need a second descriptor")
         ->check(CLI::Range(std::size_t{1}, std::size_t{1'000'000}))
         ->capture_default_str();
     app.add_option_function<long>(
@@ -107,6 +108,16 @@ int main(int argc, char** argv) {
   };
   stage.add_options = [&, add = stage.add_options](CLI::App& app) {
     add(app);
+    app.add_flag("!--no-origin-reuse", config.origin_reuse,
+                 "Open a new origin connection for every request and close it after the "
+                 "response, as stages 1-3 do. By default a connection whose response ended "
+                 "whole is kept (RFC 9112 §9.3) for the next request to that origin, at most "
+                 "--origin-keep per origin, for 4 s");
+    app.add_option("--origin-keep", config.origin_limits.per_origin,
+                   "Idle connections kept per origin between requests (connections); 1024 in "
+                   "all")
+        ->check(CLI::Range(std::size_t{1}, std::size_t{1024}))
+        ->capture_default_str();
     app.add_option("--max-tunnels", config.max_tunnels,
                    "CONNECT tunnels open at once; past it a CONNECT gets 503 (tunnels). A tunnel "
                    "holds no worker: the tunnel thread relays it. 0: half of --max-connections")

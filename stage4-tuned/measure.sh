@@ -5,7 +5,9 @@
 # errors (socket), non-2xx (503s), peak RSS KiB.
 # Usage: stage4-tuned/measure.sh [SECONDS]   (from the repository root, after `make`)
 # Env: LUA (default bench/wrk/proxy.lua), PEERS (default bench/peers), OUT (default /tmp/s4bench),
-#      CONNS (default "100 400"), FIXED (fixed worker counts, default "128 512")
+#      CONNS (default "100 400"), FIXED (fixed worker counts, default "128 512"),
+#      DELAYS (origin latencies in ms, default "20"), CAPACITY (when set, also an origin that
+#      serves at most CAPACITY requests at once)
 set -euo pipefail
 DUR="${1:-10}"
 BIN=build/release/bin
@@ -60,32 +62,53 @@ PY
 }
 
 start origin "$BIN/origin" --port 0
-O="http://127.0.0.1:$PORT_origin"
 echo -e "scenario\tserver\treq/s\tp50_ms\tp99_ms\terrors\tnon2xx\tpeak_rss_kib"
 
-# Misses at an origin with 20 ms latency (unique URLs, keep-alive clients), at 100 and 400
-# connections: the origin alone (a new connection per request, as the proxies make: the ceiling
-# on this machine), stage 3 at fixed sizes (its best is near the connection count), stage 4 with
-# its defaults (--workers auto) and at the same fixed sizes, and squid.
-for c in ${CONNS:-100 400}; do
-  sc="miss-20ms-c$c"
-  run "$sc" origin-direct "$PORT_origin" "$PID_origin" "$c" "$O/delay/20/bytes/1024" miss 1
+# Misses at an origin with DELAY ms latency (unique URLs, keep-alive clients), at each count of
+# CONNS connections: the origin alone, with a new connection per request (as stages 1-3 reach it)
+# and with keep-alive (as stage 4 and squid do: the ceiling on this machine), stage 3 at fixed
+# sizes (its best is near the connection count), stage 4 with its defaults (--workers auto), with
+# --no-origin-reuse, and at the same fixed sizes, and squid. ORIGIN_URL overrides the origin
+# (e.g. one started with --capacity, for a downstream bottleneck).
+miss_scenario() {
+  local sc="$1" c="$2" target="$3" port="$4" pid="$5"
+  run "$sc" origin-direct-close "$port" "$pid" "$c" "$target" miss 1
+  run "$sc" origin-direct "$port" "$pid" "$c" "$target" miss
   for w in ${FIXED:-128 512}; do
     start s3 "$BIN/stage3-pool" --port 0 --workers "$w" --queue 1024
-    run "$sc" "stage3-w$w" "$PORT_s3" "$PID_s3" "$c" "$O/delay/20/bytes/1024" miss
+    run "$sc" "stage3-w$w" "$PORT_s3" "$PID_s3" "$c" "$target" miss
     stop s3
     start s4 "$BIN/stage4-tuned" --port 0 --workers "$w"
-    run "$sc" "stage4-w$w" "$PORT_s4" "$PID_s4" "$c" "$O/delay/20/bytes/1024" miss
+    run "$sc" "stage4-w$w" "$PORT_s4" "$PID_s4" "$c" "$target" miss
     stop s4
   done
+  start s4 "$BIN/stage4-tuned" --port 0 --no-origin-reuse
+  run "$sc" stage4-auto-noreuse "$PORT_s4" "$PID_s4" "$c" "$target" miss
+  stop s4
   start s4 "$BIN/stage4-tuned" --port 0
-  run "$sc" stage4-auto "$PORT_s4" "$PID_s4" "$c" "$O/delay/20/bytes/1024" miss
+  run "$sc" stage4-auto "$PORT_s4" "$PID_s4" "$c" "$target" miss
   stop s4
   grep -o 'workers=[0-9]* ([^)]*) queue=[0-9]* shed=[0-9]*' "$OUT/s4.out" | sed "s/^/# $sc stage4-auto at stop: /"
   if [[ -x "$PEERS/squid" ]]; then
     start squid "$PEERS/squid" --dir "$OUT/squid"
-    run "$sc" squid "$PORT_squid" "$PID_squid" "$c" "$O/delay/20/bytes/1024" miss
+    run "$sc" squid "$PORT_squid" "$PID_squid" "$c" "$target" miss
     stop squid
   fi
+}
+
+for d in ${DELAYS:-20}; do
+  for c in ${CONNS:-100 400}; do
+    miss_scenario "miss-${d}ms-c$c" "$c" "$O/delay/$d/bytes/1024" "$PORT_origin" "$PID_origin"
+  done
 done
+# A downstream bottleneck: an origin that serves at most CAPACITY requests at once, 20 ms each
+# (Little's bound CAPACITY / 0.02 s): more workers than that only queue at the origin.
+if [[ -n "${CAPACITY:-}" ]]; then
+  start capped "$BIN/origin" --port 0 --capacity "$CAPACITY"
+  for c in ${CONNS:-100 400}; do
+    miss_scenario "miss-20ms-cap$CAPACITY-c$c" "$c" "http://127.0.0.1:$PORT_capped/delay/20/bytes/1024" \
+      "$PORT_capped" "$PID_capped"
+  done
+  stop capped
+fi
 stop origin

@@ -95,6 +95,15 @@ std::string render_prometheus(const MetricsSnapshot& m) {
          "Request heads not complete within the client timeout, answered 408 by the poller.",
          m.head_timeouts);
   sample(out, "proxy_tunnels_open", "gauge", "CONNECT tunnels open now.", m.tunnels_open);
+  sample(out, "proxy_origin_connections_opened_total", "counter",
+         "Connections opened to origins (CONNECT tunnels not counted).", m.origin_connects);
+  sample(out, "proxy_origin_connections_reused_total", "counter",
+         "Requests sent on a kept origin connection instead of a new one.", m.origin_reused);
+  sample(out, "proxy_origin_requests_retried_total", "counter",
+         "Requests sent again on a new connection after a kept one closed unanswered.",
+         m.origin_retries);
+  sample(out, "proxy_origin_connections_idle", "gauge",
+         "Origin connections kept open between requests now.", m.origin_idle);
 
   const char* latency = "proxy_request_duration_seconds";
   family(out, latency, "histogram",

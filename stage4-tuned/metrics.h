@@ -57,6 +57,10 @@ struct MetricsSnapshot {
   std::uint64_t idle_closed = 0;      ///< closed by the idle timeout
   std::uint64_t head_timeouts = 0;    ///< request heads answered 408 by the poller
   std::size_t tunnels_open = 0;       ///< CONNECT tunnels open now
+  std::uint64_t origin_connects = 0;  ///< origin connections opened (ProxyStats)
+  std::uint64_t origin_reused = 0;    ///< requests sent on a kept origin connection
+  std::uint64_t origin_retries = 0;   ///< requests sent again after a kept one closed unanswered
+  std::size_t origin_idle = 0;        ///< origin connections kept idle now
   LatencyHistogram::Snapshot latency;
 };
 

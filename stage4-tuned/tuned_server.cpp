@@ -1,8 +1,10 @@
+// Stage 4's poller and workers (tuned_server.h explains the design). How the poller reads a
+// request head, and answers a slow one 408, is in request_heads.cpp; what the machine allows
+// (workers, descriptors) in machine_limits.cpp.
 #include "tuned_server.h"
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -10,8 +12,6 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <limits>
 #include <system_error>
 
 #include "http_message.h"
@@ -29,19 +29,6 @@ constexpr int kTickMs = 50;
 // re-armed one fires again only when new bytes (or its end) arrive; a worker's connection is
 // disarmed until it comes back.
 constexpr std::uint32_t kParkedEvents = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
-
-// A head that trickles past --client-timeout-ms, answered by the poller without a worker.
-constexpr std::string_view k408Body = "408 Request Timeout: request head not received in time\n";
-constexpr std::string_view k408 =
-    "HTTP/1.1 408 Request Timeout\r\n"
-    "Content-Type: text/plain; charset=utf-8\r\n"
-    "Content-Length: 55\r\n"
-    "Connection: close\r\n"
-    "X-Cache: MISS\r\n"
-    "\r\n"
-    "408 Request Timeout: request head not received in time\n";
-static_assert(k408Body.size() == 55, "update Content-Length in k408");
-static_assert(k408.ends_with(k408Body));
 
 void epoll_control(int epoll_fd, int op, int fd, std::uint32_t events) {
   epoll_event event{};
@@ -81,46 +68,29 @@ QueueDelayOptions shedder_options(const TunedConfig& config) {
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// A number from the first line of a /proc file, or `fallback`.
-std::uint64_t read_proc_number(const char* path, const char* key, std::uint64_t fallback) {
-  std::ifstream in(path);
-  std::string word;
-  while (in >> word) {
-    if (key == nullptr || word == key) {
-      std::uint64_t value = 0;
-      if (key == nullptr) {
-        try {
-          return std::stoull(word);
-        } catch (...) {
-          return fallback;
-        }
-      }
-      if (in >> value) return value;
-      return fallback;
-    }
+// Keeps --max-connections and the idle origin pool within what RLIMIT_NOFILE allows
+// (machine_limits.h): past it accept fails with EMFILE and clients wait in the backlog
+// unanswered; within it they get a 503 from the connection cap.
+TunedConfig fit_to_descriptors(TunedConfig config) {
+  const std::optional<DescriptorBudget> budget = descriptor_budget();
+  if (!budget) return config;
+  if (config.max_connections > budget->max_connections) {
+    log_line("--max-connections " + std::to_string(config.max_connections) + " is more than " +
+             "RLIMIT_NOFILE (" + std::to_string(budget->limit) + " descriptors) allows at two " +
+             "per connection; using " + std::to_string(budget->max_connections));
+    config.max_connections = budget->max_connections;
   }
-  return fallback;
+  config.origin_limits.total = std::min(config.origin_limits.total, budget->origin_idle);
+  config.origin_limits.per_origin =
+      std::min(config.origin_limits.per_origin, config.origin_limits.total);
+  return config;
 }
 
 }  // namespace
 
-std::size_t default_max_workers() {
-  constexpr std::uint64_t kNone = std::numeric_limits<std::uint64_t>::max();
-  std::uint64_t limit = kNone;
-  rlimit nproc{};
-  if (::getrlimit(RLIMIT_NPROC, &nproc) == 0 && nproc.rlim_cur != RLIM_INFINITY) {
-    limit = std::min<std::uint64_t>(limit, nproc.rlim_cur / 4);
-  }
-  const std::uint64_t threads_max = read_proc_number("/proc/sys/kernel/threads-max", nullptr, kNone);
-  if (threads_max != kNone) limit = std::min(limit, threads_max / 4);
-  const std::uint64_t available_kib = read_proc_number("/proc/meminfo", "MemAvailable:", kNone);
-  if (available_kib != kNone) limit = std::min(limit, available_kib / 2 / 256);
-  return static_cast<std::size_t>(std::clamp<std::uint64_t>(limit, 16, 1024));
-}
-
 TunedServer::TunedServer(Server& server, const TunedConfig& config)
     : server_(server),
-      config_(config),
+      config_(fit_to_descriptors(config)),
       options_(server.config().proxy),
       sizer_(sizer_options(config), initial_workers(config)),
       shedder_(shedder_options(config)),
@@ -129,10 +99,14 @@ TunedServer::TunedServer(Server& server, const TunedConfig& config)
   options_.keep_alive = true;
   options_.drop_abandoned = true;
   options_.adopt_tunnel = [this](EstablishedTunnel tunnel) { tunnels_.adopt(std::move(tunnel)); };
-  options_.max_tunnels = config.max_tunnels != 0
-                             ? config.max_tunnels
-                             : std::max<std::size_t>(1, config.max_connections / 2);
+  options_.max_tunnels = config_.max_tunnels != 0
+                             ? config_.max_tunnels
+                             : std::max<std::size_t>(1, config_.max_connections / 2);
   options_.metrics = [this] { return metrics_text(); };
+  if (config_.origin_reuse) {
+    origin_pool_.emplace(config_.origin_limits);
+    options_.origin_pool = &*origin_pool_;
+  }
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (epoll_fd_ < 0 || wake_fd_ < 0) {
@@ -206,6 +180,7 @@ void TunedServer::housekeeping(Clock::time_point now) {
   busy_sum_ += static_cast<double>(pool_.busy());
   ++busy_ticks_;
   close_idle(now);
+  if (origin_pool_) origin_pool_->close_idle();
   // Requests waiting past the shedding target while the pool may still grow: do not wait for
   // the interval, a tick is enough evidence.
   resize_pool(now, wait >= seconds(config_.shed_delay) / 2);
@@ -282,39 +257,6 @@ void TunedServer::readable(int fd) {
   // Dispatched or closed: the slot is free (destroying a Client closes it and leaves epoll).
   idle_[index].reset();
   idle_count_.fetch_sub(1, std::memory_order_relaxed);
-}
-
-// Reads whatever has arrived, without waiting, until the head is complete (or malformed: the
-// worker answers that), the peer ends, or nothing more is there.
-TunedServer::HeadState TunedServer::read_head(Idle& idle) {
-  const RequestLimits& limits = options_.limits;
-  // Past this, parse_request has its verdict (414 or 431) whatever follows.
-  const std::size_t most = limits.max_header_bytes + limits.max_request_line;
-  std::array<char, 16 * 1024> chunk;
-  bool fresh = false;
-  while (idle.head.size() <= most) {
-    const ssize_t n = ::recv(idle.client.connection.socket().fd(), chunk.data(), chunk.size(),
-                             MSG_DONTWAIT);
-    if (n > 0) {
-      if (idle.head.empty()) idle.first_byte = Clock::now();
-      idle.head.append(chunk.data(), static_cast<std::size_t>(n));
-      fresh = true;
-      if (static_cast<std::size_t>(n) < chunk.size()) break;  // most likely all there is
-      continue;
-    }
-    if (n == 0) return HeadState::closed;
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-    return HeadState::closed;  // a reset
-  }
-  if (!fresh || idle.head.empty()) return HeadState::more;
-  if (idle.head.size() > most) return HeadState::ready;
-  Request request;
-  const RequestParseResult parsed = parse_request(idle.head, request, limits);
-  if (parsed.status != ParseStatus::incomplete) return HeadState::ready;
-  // Incomplete: if the read above stopped short of EAGAIN, a re-armed level-triggered fd
-  // fires again at once for the rest; that is one extra wakeup, not a spin.
-  return HeadState::more;
 }
 
 void TunedServer::dispatch(Idle& idle) {
@@ -440,30 +382,6 @@ void TunedServer::close_idle(Clock::time_point now) {
   }
 }
 
-// A request head that trickled past --client-timeout-ms: 408, from the poller, never a worker
-// (slow-loris clients cannot hold the pool). The bytes fit an empty send buffer; what the
-// client sent has been read, so the close is an orderly FIN, not a reset that could destroy the
-// 408. Logged at most once a second: two thousand slow clients must not flood stderr.
-void TunedServer::time_out_head(Idle& idle) {
-  const Socket& socket = idle.client.connection.socket();
-  server_.stats().errors.fetch_add(1, std::memory_order_relaxed);
-  head_timeouts_.fetch_add(1, std::memory_order_relaxed);
-  [[maybe_unused]] ssize_t sent =
-      ::send(socket.fd(), k408.data(), k408.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-  socket.shutdown_write();
-  const auto now = Clock::now();
-  if (now >= next_408_log_) {
-    std::string line = "client " + idle.client.connection.peer() +
-                       ": 408 request head not received in time";
-    if (unlogged_408_ > 0) line += " (and " + std::to_string(unlogged_408_) + " more not logged)";
-    log_line(line);
-    unlogged_408_ = 0;
-    next_408_log_ = now + Millis{1000};
-  } else {
-    ++unlogged_408_;
-  }
-}
-
 void TunedServer::resize_pool(Clock::time_point now, bool urgent) {
   if (!config_.workers_auto) return;
   const auto since = now - last_resize_;
@@ -506,6 +424,12 @@ std::string TunedServer::metrics_text() const {
   m.idle_closed = idle_closed_.load(std::memory_order_relaxed);
   m.head_timeouts = head_timeouts_.load(std::memory_order_relaxed);
   m.tunnels_open = server_.stats().tunnels_open.load(std::memory_order_relaxed);
+  m.origin_connects = server_.stats().origin_connects.load(std::memory_order_relaxed);
+  m.origin_retries = server_.stats().origin_retries.load(std::memory_order_relaxed);
+  if (origin_pool_) {
+    m.origin_reused = origin_pool_->counters().reused;
+    m.origin_idle = origin_pool_->idle();
+  }
   m.latency = latency_.snapshot();
   return render_prometheus(m);
 }
@@ -519,7 +443,9 @@ std::string TunedServer::stats_text() const {
   return text + " queue=" + std::to_string(config_.queue) +
          " shed=" + std::to_string(shed_.load()) +
          " peak_queued=" + std::to_string(pool_.peak_queued()) +
-         " max_tunnels=" + std::to_string(options_.max_tunnels);
+         " max_tunnels=" + std::to_string(options_.max_tunnels) +
+         " origin_connects=" + std::to_string(server_.stats().origin_connects.load()) +
+         " origin_reused=" + std::to_string(origin_pool_ ? origin_pool_->counters().reused : 0);
 }
 
 }  // namespace proxy

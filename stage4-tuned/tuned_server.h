@@ -13,12 +13,15 @@
 #include <deque>
 #include <mutex>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "elastic_pool.h"
+#include "machine_limits.h"
 #include "metrics.h"
+#include "origin_pool.h"
 #include "pool_sizer.h"
 #include "proxy.h"
 #include "queue_delay.h"
@@ -26,13 +29,6 @@
 #include "tunnel_relay.h"
 
 namespace proxy {
-
-/// The most workers `--workers auto` may start when --max-workers is not given: what this
-/// machine allows, from the threads this user may start (RLIMIT_NPROC) and the system may hold
-/// (/proc/sys/kernel/threads-max), a quarter of each, and the memory available (MemAvailable in
-/// /proc/meminfo, half of it at 256 KiB a worker: its buffers and the stack it touches), the
-/// smallest of these, clamped to 16..1024.
-std::size_t default_max_workers();
 
 /// Stage 4's knobs beyond the shared ones. Times in milliseconds.
 struct TunedConfig {
@@ -53,6 +49,13 @@ struct TunedConfig {
   /// CONNECT tunnels open at once; past it a CONNECT gets 503 + Retry-After. Each costs two
   /// descriptors and its relay buffers (not a worker). 0: half of max_connections.
   std::size_t max_tunnels = 0;
+  /// Keep origin connections open between requests (ProxyOptions::origin_pool), within
+  /// `origin_limits`; false sends every request on a new connection, as stages 1-3 do.
+  bool origin_reuse = true;
+  /// Idle origin connections kept: per origin, in all, and for how long. Each worker holds at
+  /// most one origin connection at a time, so keeping as many per origin as workers can be busy
+  /// lets a steady load to one origin run without a connect per request.
+  OriginPoolLimits origin_limits{256, 1024, Millis{4'000}};
 };
 
 /// Runs the accept loop, the epoll poller and the pool until the server's stop is requested,
@@ -170,6 +173,7 @@ class TunedServer {
   std::mutex returned_mutex_;  // guards returned_
   std::vector<Client> returned_;  // connections workers finished with, still open
 
+  std::optional<OriginPool> origin_pool_;  // before pool_: the workers use it
   TunnelRelay tunnels_;  // before pool_: workers hand tunnels to it until they are joined
   ElasticPool<Job> pool_;  // last: its workers stop before the fields above go away
 };

@@ -110,7 +110,7 @@ void TunnelRelay::run(std::stop_token stop) {
         }
       } else if (static_cast<std::size_t>(fd) < by_fd_.size() && by_fd_[static_cast<std::size_t>(fd)]) {
         std::shared_ptr<Tunnel> tunnel = by_fd_[static_cast<std::size_t>(fd)];  // end() drops it
-        if (!tunnel->ended) pump(*tunnel, events[static_cast<std::size_t>(i)].events);
+        if (!tunnel->ended) pump(*tunnel);
       }
     }
     const auto now = Clock::now();
@@ -150,11 +150,9 @@ void TunnelRelay::take_adopted() {
 }
 
 // Moves what can move without blocking, both ways; then watches for what would unblock it.
-void TunnelRelay::pump(Tunnel& tunnel, std::uint32_t events) {
-  if (events & EPOLLERR) {
-    end(tunnel, true);
-    return;
-  }
+// EPOLLERR (a reset) needs no case of its own: bytes that arrived before the reset are still
+// read and passed on, and the next recv or send on that side fails and cuts the tunnel.
+void TunnelRelay::pump(Tunnel& tunnel) {
   std::array<char, kChunk> chunk;
   for (int from = 0; from < 2; ++from) {
     Tunnel::Side& source = tunnel.sides[static_cast<std::size_t>(from)];

@@ -42,7 +42,7 @@ class TunnelRelay {
   struct Tunnel;
   void run(std::stop_token stop);
   void take_adopted();
-  void pump(Tunnel& tunnel, std::uint32_t events);
+  void pump(Tunnel& tunnel);
   void watch(Tunnel& tunnel);
   void end(Tunnel& tunnel, bool cut);
 

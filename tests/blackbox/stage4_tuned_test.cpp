@@ -7,6 +7,7 @@
 
 #include <poll.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -143,6 +144,11 @@ class TunedStage : public StageTest {
   std::uint16_t port() const { return proxy_port(); }
   std::string url(const std::string& path) const { return origin_url(path); }
   harness::OriginServer& origin() { return *origin_; }
+  /// Polls /metrics until sample `name` is at least `value`, within kDeadline.
+  bool wait_for_metric(const std::string& name, double value) {
+    return metrics_until([&](const Exposition& m) { return m[name] >= value; },
+                         [](const Exposition&) {}, kDeadline);
+  }
 
  protected:
   Exposition metrics() {
@@ -531,6 +537,121 @@ TEST_P(TunedStage, OpenTunnelsHoldNoWorker) {
   EXPECT_EQ(through->status, 200);
   EXPECT_EQ(through->body, harness::deterministic_bytes(7));
   EXPECT_EQ(metrics()["proxy_tunnels_open"], 4);
+}
+
+// With a descriptor limit far below --max-connections, clients past what the limit allows get a
+// 503 from the connection cap at once, instead of waiting unanswered in the listen backlog while
+// accept fails with EMFILE.
+TEST_P(TunedStage, KeepsTheConnectionCapWithinTheDescriptorLimit) {
+  harness::ProcessOptions options;
+  options.max_open_files = 128;  // soft and hard: the stage cannot raise it
+  stderr_path_ = ::testing::TempDir() + "stage4-nofile-" + std::to_string(::getpid()) + ".log";
+  options.stderr_path = stderr_path_;
+  options.ready_timeout = 30s;
+  harness::Process stage({binary_path(GetParam()), "--port", "0", "--max-connections", "10000"},
+                         options);
+  constexpr int kClients = 100;  // past the cap (64), and past the limit if the cap were 10000
+  std::vector<proxy::Socket> clients;
+  int served = 0;
+  int refused = 0;
+  for (int i = 0; i < kClients; ++i) {
+    clients.push_back(send_request(stage.port(), proxy_get(origin_url("/bytes/10"))));
+    std::vector<HttpResponse> r = read_framed(clients.back(), 1, kDeadline);
+    ASSERT_EQ(r.size(), 1u) << "client " << i << " got no answer";
+    if (r[0].status == 200) {
+      ++served;  // and its connection stays open, counted against the cap
+    } else {
+      EXPECT_EQ(r[0].status, 503) << r[0].body;
+      ++refused;
+    }
+  }
+  EXPECT_EQ(served, 64);
+  EXPECT_EQ(refused, kClients - 64);
+  clients.clear();
+  EXPECT_TRUE(stage.stop(10s).clean());
+  EXPECT_THAT(stage_log(), HasSubstr("RLIMIT_NOFILE (128 descriptors)"));
+}
+
+// ---- Persistent origin connections (RFC 9112 §9.3), on by default in stage 4 ----
+
+// Distinct URLs (misses), one after another: the origin sees far fewer connections than
+// requests, and /metrics counts the reuse. With --no-origin-reuse, one connection per request.
+TEST_P(TunedStage, ReusesOriginConnectionsForMissesAndCountsThem) {
+  start_stage({"--workers", "2"});
+  constexpr int kRequests = 20;
+  for (int i = 0; i < kRequests; ++i) {
+    HttpResponse r = fetch(proxy_port(), origin_url("/bytes/64?reuse=" + std::to_string(i)));
+    ASSERT_EQ(r.status, 200) << "request " << i;
+    EXPECT_EQ(r.body, harness::deterministic_bytes(64));
+  }
+  EXPECT_EQ(origin_->request_count("/bytes/64"), static_cast<std::uint64_t>(kRequests));
+  const std::uint64_t connections = origin_->connections_accepted();
+  EXPECT_LT(connections, kRequests / 2) << "the origin saw one connection per request or so";
+  Exposition m = metrics();
+  EXPECT_EQ(m["proxy_origin_connections_opened_total"], static_cast<double>(connections));
+  EXPECT_EQ(m["proxy_origin_connections_opened_total"] +
+                m["proxy_origin_connections_reused_total"],
+            kRequests);
+  EXPECT_EQ(m["proxy_origin_requests_retried_total"], 0);
+}
+
+TEST_P(TunedStage, OpensAnOriginConnectionPerRequestWithNoOriginReuse) {
+  start_stage({"--workers", "2", "--no-origin-reuse"});
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(fetch(proxy_port(), origin_url("/bytes/8?fresh=" + std::to_string(i))).status, 200);
+  }
+  EXPECT_EQ(origin_->connections_accepted(), 5u);
+  Exposition m = metrics();
+  EXPECT_EQ(m["proxy_origin_connections_reused_total"], 0);
+  EXPECT_EQ(m["proxy_origin_connections_idle"], 0);
+}
+
+// Leaves one kept connection in the pool whose next request the origin drops unanswered (as
+// an origin does that timed the connection out just as the request arrived).
+void keep_a_connection_the_origin_will_drop(TunedStage& t) {
+  ASSERT_EQ(fetch(t.port(), t.url("/drop-next")).status, 200);
+  // The worker gives the connection back after the response's last byte went out: wait for it,
+  // so the next request is sure to take it.
+  ASSERT_TRUE(t.wait_for_metric("proxy_origin_connections_idle", 1));
+}
+
+TEST_P(TunedStage, RetriesAGetOnceWhenAKeptOriginConnectionClosesUnanswered) {
+  start_stage({"--workers", "1"});
+  keep_a_connection_the_origin_will_drop(*this);
+  HttpResponse r = fetch(proxy_port(), origin_url("/bytes/11"));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, harness::deterministic_bytes(11));
+  EXPECT_EQ(origin_->request_count("/bytes/11"), 2u) << "dropped once, then answered";
+  EXPECT_EQ(origin_->connections_accepted(), 2u);
+  Exposition m = metrics();
+  EXPECT_EQ(m["proxy_origin_requests_retried_total"], 1);
+  EXPECT_EQ(m["proxy_origin_connections_reused_total"], 1);
+}
+
+TEST_P(TunedStage, NeverRetriesAPostWhenAKeptOriginConnectionClosesUnanswered) {
+  start_stage({"--workers", "1"});
+  keep_a_connection_the_origin_will_drop(*this);
+  HttpResponse r = exchange(proxy_port(),
+                            "POST " + origin_url("/echo") + " HTTP/1.1\r\nHost: x\r\n"
+                            "Content-Length: 5\r\nConnection: close\r\n\r\nhello");
+  EXPECT_EQ(r.status, 502) << "a POST is not idempotent: the proxy must not send it twice";
+  EXPECT_EQ(origin_->request_count("/echo"), 1u);
+  EXPECT_EQ(metrics()["proxy_origin_requests_retried_total"], 0);
+}
+
+// A body cut short, or one that ends at the close, leaves nothing to reuse: each request after
+// such a response opens a connection of its own.
+TEST_P(TunedStage, KeepsNoOriginConnectionAfterACutOrCloseDelimitedBody) {
+  start_stage({"--workers", "1"});
+  (void)fetch(proxy_port(), origin_url("/truncate/1000"));  // cut: its status is beside the point
+  EXPECT_EQ(origin_->connections_accepted(), 1u);
+  HttpResponse closed = fetch(proxy_port(), origin_url("/close/100"));
+  EXPECT_EQ(closed.status, 200);
+  EXPECT_EQ(closed.body, harness::deterministic_bytes(100));
+  EXPECT_EQ(metrics()["proxy_origin_connections_idle"], 0);
+  ASSERT_EQ(fetch(proxy_port(), origin_url("/bytes/5")).status, 200);
+  EXPECT_EQ(origin_->connections_accepted(), 3u) << "a connection was reused after a cut body";
+  EXPECT_EQ(metrics()["proxy_origin_connections_reused_total"], 0);
 }
 
 TEST(Stage4Help, DocumentsEveryFlagWithItsUnit) {

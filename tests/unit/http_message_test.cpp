@@ -473,5 +473,14 @@ TEST(CountFields, TheParserKeepsEveryHostLineOfAnAbsoluteFormRequest_Rfc9112_3_2
   }
 }
 
+// RFC 9112 §2.2: empty lines before a request line are skipped, whole CRLF pairs only.
+TEST(LeadingEmptyLines, CountsWholeCrlfPairsBeforeTheRequestLine) {
+  EXPECT_EQ(leading_empty_lines("GET / HTTP/1.1\r\n"), 0u);
+  EXPECT_EQ(leading_empty_lines("\r\nGET / HTTP/1.1\r\n"), 2u);
+  EXPECT_EQ(leading_empty_lines("\r\n\r\n\r"), 4u) << "a lone CR may start the next pair";
+  EXPECT_EQ(leading_empty_lines("\n\nGET"), 0u) << "bare LFs are not skipped: the parser rejects them";
+  EXPECT_EQ(leading_empty_lines(""), 0u);
+}
+
 }  // namespace
 }  // namespace proxy

@@ -276,5 +276,23 @@ TEST(OriginFramingField, ABodyGetsItsLengthOrTheProxysOwnChunking) {
             "Transfer-Encoding: chunked");
 }
 
+
+// ---- keep_origin_connection_open ---------------------------------------------------------------
+
+TEST(KeepOriginConnectionOpen, TakesAwayTheClosingLineAndLeavesTheRestByteForByte) {
+  Request request = request_for("GET", "http://example.com/a", {{"Accept", "*/*"}});
+  std::string out = rewrite(request, "Via: 1.1 proxy");
+  ASSERT_TRUE(keep_origin_connection_open(out));
+  EXPECT_EQ(out, "GET /a HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\nVia: 1.1 proxy\r\n\r\n");
+  EXPECT_FALSE(keep_origin_connection_open(out)) << "a second call must find nothing to take";
+}
+
+TEST(KeepOriginConnectionOpen, RefusesAHeadThatDoesNotEndWithConnectionClose) {
+  std::string out = "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\nX-After: 1\r\n\r\n";
+  const std::string before = out;
+  EXPECT_FALSE(keep_origin_connection_open(out));
+  EXPECT_EQ(out, before);
+}
+
 }  // namespace
 }  // namespace proxy

@@ -1,0 +1,92 @@
+// How stage 4's poller reads a request head without a worker: whatever has arrived, never
+// waiting, until the head is whole; and how it answers a head that trickles past
+// --client-timeout-ms (408), so that slow clients cannot hold the pool (tuned_server.h).
+#include <sys/socket.h>
+
+#include <array>
+#include <cerrno>
+#include <string_view>
+
+#include "http_message.h"
+#include "log.h"
+#include "tuned_server.h"
+
+namespace proxy {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A head that trickles past --client-timeout-ms, answered by the poller without a worker.
+constexpr std::string_view k408Body = "408 Request Timeout: request head not received in time\n";
+constexpr std::string_view k408 =
+    "HTTP/1.1 408 Request Timeout\r\n"
+    "Content-Type: text/plain; charset=utf-8\r\n"
+    "Content-Length: 55\r\n"
+    "Connection: close\r\n"
+    "X-Cache: MISS\r\n"
+    "\r\n"
+    "408 Request Timeout: request head not received in time\n";
+static_assert(k408Body.size() == 55, "update Content-Length in k408");
+static_assert(k408.ends_with(k408Body));
+
+}  // namespace
+
+// Reads whatever has arrived, without waiting, until the head is complete (or malformed: the
+// worker answers that), the peer ends, or nothing more is there.
+TunedServer::HeadState TunedServer::read_head(Idle& idle) {
+  const RequestLimits& limits = options_.limits;
+  // Past this, parse_request has its verdict (414 or 431) whatever follows.
+  const std::size_t most = limits.max_header_bytes + limits.max_request_line;
+  std::array<char, 16 * 1024> chunk;
+  bool fresh = false;
+  while (idle.head.size() <= most) {
+    const ssize_t n = ::recv(idle.client.connection.socket().fd(), chunk.data(), chunk.size(),
+                             MSG_DONTWAIT);
+    if (n > 0) {
+      if (idle.head.empty()) idle.first_byte = Clock::now();
+      idle.head.append(chunk.data(), static_cast<std::size_t>(n));
+      fresh = true;
+      if (static_cast<std::size_t>(n) < chunk.size()) break;  // most likely all there is
+      continue;
+    }
+    if (n == 0) return HeadState::closed;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+    return HeadState::closed;  // a reset
+  }
+  idle.head.erase(0, leading_empty_lines(idle.head));  // RFC 9112 §2.2
+  if (!fresh || idle.head.empty()) return HeadState::more;
+  if (idle.head.size() > most) return HeadState::ready;
+  Request request;
+  const RequestParseResult parsed = parse_request(idle.head, request, limits);
+  if (parsed.status != ParseStatus::incomplete) return HeadState::ready;
+  // Incomplete: if the read above stopped short of EAGAIN, a re-armed level-triggered fd
+  // fires again at once for the rest; that is one extra wakeup, not a spin.
+  return HeadState::more;
+}
+
+// A request head that trickled past --client-timeout-ms: 408, from the poller, never a worker
+// (slow-loris clients cannot hold the pool). The bytes fit an empty send buffer; what the
+// client sent has been read, so the close is an orderly FIN, not a reset that could destroy the
+// 408. Logged at most once a second: two thousand slow clients must not flood stderr.
+void TunedServer::time_out_head(Idle& idle) {
+  const Socket& socket = idle.client.connection.socket();
+  server_.stats().errors.fetch_add(1, std::memory_order_relaxed);
+  head_timeouts_.fetch_add(1, std::memory_order_relaxed);
+  [[maybe_unused]] ssize_t sent =
+      ::send(socket.fd(), k408.data(), k408.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  socket.shutdown_write();
+  const auto now = Clock::now();
+  if (now >= next_408_log_) {
+    std::string line = "client " + idle.client.connection.peer() +
+                       ": 408 request head not received in time";
+    if (unlogged_408_ > 0) line += " (and " + std::to_string(unlogged_408_) + " more not logged)";
+    log_line(line);
+    unlogged_408_ = 0;
+    next_408_log_ = now + Millis{1000};
+  } else {
+    ++unlogged_408_;
+  }
+}
+
+}  // namespace proxy
