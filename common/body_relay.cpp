@@ -53,7 +53,10 @@ BodyOutcome relay_body(const Socket& source, std::string_view buffered, BodyRead
     sink.delivered += decoded.size();
     if (sink.delivered > sink.limit) return BodyOutcome::too_large;
     if (!deliver(sink, decoded, r.done, write_timeout)) return BodyOutcome::sink_failed;
-    if (r.done) return BodyOutcome::complete;
+    if (r.done) {
+      sink.surplus = input.size() - r.consumed;
+      return BodyOutcome::complete;
+    }
     return std::nullopt;
   };
 

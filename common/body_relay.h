@@ -26,6 +26,9 @@ struct BodySink {
   std::string held;
   std::uint64_t limit = UINT64_MAX;  ///< a streamed request body may not grow past this
   std::uint64_t delivered = 0;       ///< decoded bytes seen so far, against `limit`
+  /// Bytes the source sent past the body's end, dropped. Not 0 means the connection is out of
+  /// step (RFC 9112 §6.3: they are no part of this message), so it must not carry another.
+  std::size_t surplus = 0;
 };
 
 /// How relay_body ended.

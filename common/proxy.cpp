@@ -6,7 +6,10 @@
 // serve_request per request on a persistent connection.
 #include "proxy.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <array>
 #include <memory>
 #include <optional>
@@ -62,6 +65,8 @@ bool serve_request(ClientConnection& connection, Cache& cache, const ProxyOption
   Socket& client = connection.socket_;
   Context ctx{client, options, stats, connection.peer_, {}};
   ctx.connection_requests = &connection.requests_;
+  ctx.looked_up = std::move(connection.looked_up_);
+  connection.looked_up_.reset();
   std::string buffer = std::move(connection.buffered_);
   connection.buffered_.clear();
   Request request;
@@ -97,6 +102,73 @@ bool serve_request(ClientConnection& connection, Cache& cache, const ProxyOption
   if (ctx.persistent) return true;
   finish(client);
   return false;
+}
+
+HitOutcome serve_hit_now(ClientConnection& connection, std::string& head, Cache& cache,
+                         const ProxyOptions& options, ProxyStats& stats) {
+  if (!options.keep_alive || !connection.unsent_.empty()) return HitOutcome::not_served;
+  Request request;
+  head.erase(0, leading_empty_lines(head));  // RFC 9112 §2.2, as read_request does
+  const RequestParseResult parsed = parse_request(head, request, options.limits);
+  if (parsed.status != ParseStatus::complete || request.method != "GET") {
+    return HitOutcome::not_served;
+  }
+  std::optional<AbsoluteUri> uri = parse_absolute_uri(request.target);
+  std::optional<BodyFraming> body = request_body_framing(request);
+  // The branches serve_request takes before the cache, and a connection that would close.
+  if (!uri || uri->scheme != "http" || !body || body->kind != BodyKind::none ||
+      count_fields(request.fields, "Host") > 1 || !wants_persistence(request)) {
+    return HitOutcome::not_served;
+  }
+  const RequestCacheRules rules = request_cache_rules(request);
+  if (rules.bypass) return HitOutcome::not_served;
+  CacheLookup lookup{uri->cache_key(), nullptr};
+  lookup.entry = cache.find(lookup.key);
+  const UnixSeconds now = unix_now();
+  // A large body goes out from the worker, in two writes and without a copy (send_cached).
+  if (!lookup.entry || lookup.entry->body.size() > kOneWriteBytes ||
+      decide_use(*lookup.entry, request, rules, now) != StoredUse::serve) {
+    connection.looked_up_ = std::move(lookup);  // serve_request goes on from this lookup
+    return HitOutcome::not_served;
+  }
+  stats.requests.fetch_add(1, std::memory_order_relaxed);
+  ++connection.requests_;
+  Context ctx{connection.socket_, options, stats, connection.peer_, request.method + " " + request.target};
+  ctx.persistent = true;
+  ctx.version_minor = request.version_minor;
+  std::string out = hit_head(ctx, *lookup.entry);
+  out += lookup.entry->body;
+  head.erase(0, parsed.consumed);
+  connection.unsent_ = std::move(out);
+  switch (connection.send_unsent()) {
+    case IoStatus::ok:
+      return HitOutcome::served;
+    case IoStatus::timeout:
+      return HitOutcome::partly_sent;
+    default:
+      return HitOutcome::failed;
+  }
+}
+
+IoStatus ClientConnection::send_unsent() {
+  std::size_t sent = 0;
+  IoStatus status = IoStatus::ok;
+  while (sent < unsent_.size()) {
+    const ssize_t n = ::send(socket_.fd(), unsent_.data() + sent, unsent_.size() - sent,
+                             MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<std::size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      status = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? IoStatus::timeout
+                                                                 : IoStatus::error;
+      break;
+    }
+  }
+  unsent_.erase(0, sent);
+  if (status == IoStatus::error) unsent_.clear();
+  return status;
 }
 
 namespace {
@@ -193,7 +265,12 @@ bool serve_http(Context& ctx, Cache& cache, const Request& request, const Absolu
   const bool get = request.method == "GET";
   const RequestCacheRules rules = request_cache_rules(request);
   ctx.request_time = unix_now();
-  std::shared_ptr<const CachedResponse> cached = get && !rules.bypass ? cache.find(key) : nullptr;
+  std::shared_ptr<const CachedResponse> cached;
+  if (get && !rules.bypass) {
+    // serve_hit_now may have looked this request up already: a lookup counts once.
+    cached = ctx.looked_up && ctx.looked_up->key == key ? std::move(ctx.looked_up->entry)
+                                                        : cache.find(key);
+  }
   const StoredUse use =
       cached ? decide_use(*cached, request, rules, ctx.request_time) : StoredUse::miss;
   if (use == StoredUse::serve) {
@@ -223,12 +300,20 @@ bool serve_http(Context& ctx, Cache& cache, const Request& request, const Absolu
 
 }  // namespace
 
-void send_cached(Context& ctx, const CachedResponse& cached) {
-  std::string head = cached.head;
+std::string hit_head(const Context& ctx, const CachedResponse& cached) {
+  std::string head;
+  head.reserve(cached.head.size() + 160 +
+               (cached.body.size() <= kOneWriteBytes ? cached.body.size() : 0));
+  head += cached.head;
   // A response from a cache says how old it is (RFC 9111 §5.1).
   head += "Age: " + std::to_string(current_age(cached.freshness, unix_now())) + "\r\n";
   head += "Content-Length: " + std::to_string(cached.body.size()) + "\r\n" +
           via_field(ctx, 1) + connection_field(ctx) + "X-Cache: HIT\r\n\r\n";
+  return head;
+}
+
+void send_cached(Context& ctx, const CachedResponse& cached) {
+  std::string head = hit_head(ctx, cached);
   // One write for a small entry: a hit is the proxy's fastest path, and two sends would cost
   // a second system call and, on a persistent connection, a delayed ACK (Nagle).
   if (cached.body.size() <= kOneWriteBytes) {
@@ -389,6 +474,7 @@ bool relay_response(Context& ctx, OriginConnection& origin, const Request& reque
   if (outcome != BodyOutcome::complete) return report_cut(ctx, outcome, client_sees_cut);
   // Whole, and its end was in its framing, not the close: the connection may carry another.
   origin.reusable = origin_persists && framing->kind != BodyKind::close_delimited &&
+                    sink.surplus == 0 &&
                     (framing->kind != BodyKind::none || buffer.size() == head_bytes);
 
   // The store step, before the client has the last bytes: on a persistent connection it may ask

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -105,6 +107,20 @@ struct ProxyStats {
   std::atomic<std::uint64_t> origin_retries{0};
 };
 
+/// One cache lookup: the key and what find() returned for it (null: a miss).
+struct CacheLookup {
+  std::string key;
+  std::shared_ptr<const CachedResponse> entry;
+};
+
+/// What serve_hit_now did with a request.
+enum class HitOutcome {
+  not_served,   ///< it needs serve_request: not a hit, or not one that may be answered at once
+  served,       ///< answered whole from the cache; the connection may carry another request
+  partly_sent,  ///< answered, but the client's socket took only part: send_unsent() the rest
+  failed        ///< the client's socket failed mid-answer: close the connection
+};
+
 /// A client connection that may carry several requests: the socket, the peer's address (taken
 /// once: a reset peer has none later) and request bytes read past the last request (the next
 /// pipelined request, RFC 9112 §9.3.2). Move-only; owned by one thread at a time.
@@ -125,12 +141,24 @@ class ClientConnection {
   void add_buffered(std::string_view bytes) { buffered_.append(bytes); }
   /// Gives up the socket (e.g. to answer it with reply_overloaded); the connection is empty.
   [[nodiscard]] Socket release() noexcept { return std::move(socket_); }
+  /// True when serve_hit_now left part of a response unsent.
+  [[nodiscard]] bool has_unsent() const noexcept { return !unsent_.empty(); }
+  /// Sends what serve_hit_now left unsent, as much as the socket takes without blocking: ok when
+  /// all of it is out, timeout when the socket is full (wait until it is writable), error when
+  /// the client is gone (close the connection).
+  IoStatus send_unsent();
 
  private:
   friend bool serve_request(ClientConnection&, Cache&, const ProxyOptions&, ProxyStats&);
+  friend HitOutcome serve_hit_now(ClientConnection&, std::string&, Cache&, const ProxyOptions&,
+                                  ProxyStats&);
   Socket socket_;
   std::string peer_;
   std::string buffered_;
+  std::string unsent_;
+  /// A cache lookup serve_hit_now made for the request at the front of buffered_ and did not
+  /// serve: serve_request uses it instead of looking up (and counting a hit or a miss) again.
+  std::optional<CacheLookup> looked_up_;
   std::uint64_t requests_ = 0;
 };
 
@@ -142,6 +170,18 @@ class ClientConnection {
 /// Thread-safety and errors: as serve_connection.
 bool serve_request(ClientConnection& connection, Cache& cache, const ProxyOptions& options,
                    ProxyStats& stats);
+
+/// Answers the request at the front of `head` (a whole request head, read by the caller) from
+/// the cache without ever blocking, when it is a hit serve_request would answer the same way: a
+/// GET for an http:// URI, no body, one Host, on a connection that persists (options.keep_alive
+/// and RFC 9112 §9.3), whose fresh stored response RFC 9111 lets answer it. Then the response goes
+/// out with one non-blocking send (and send_unsent() for what did not fit), the request's bytes
+/// leave `head`, and the counters move as serve_request's would. For any other request it
+/// returns not_served and leaves `head` alone; its cache lookup, if it made one, is kept in
+/// `connection` for serve_request, so no lookup is counted twice. For stage 4's poller: a hit
+/// then costs no hand-off to a worker. Thread-safety: as serve_request.
+HitOutcome serve_hit_now(ClientConnection& connection, std::string& head, Cache& cache,
+                         const ProxyOptions& options, ProxyStats& stats);
 
 /// Serves one client connection: serve_request until the connection closes. With
 /// options.keep_alive false (stages 1-3) that is one request, one response, then close

@@ -35,6 +35,8 @@ struct Context {
   UnixSeconds request_time = 0;
   std::shared_ptr<const CachedResponse> revalidating{};
   bool sent_continue = false;  ///< we answered the client's Expect: 100-continue ourselves
+  /// The lookup serve_hit_now already made for this request, if it made one.
+  std::optional<CacheLookup> looked_up{};
 };
 
 /// The origin connection one request went out on (ProxyOptions::origin_pool): whether it was a
@@ -106,6 +108,8 @@ void finish_origin(Context& ctx, OriginConnection origin);
 /// Sends a stored response: its head, Age, our framing, Via and X-Cache: HIT, then the body
 /// (proxy.cpp).
 void send_cached(Context& ctx, const CachedResponse& cached);
+/// The head send_cached sends (with its blank line).
+std::string hit_head(const Context& ctx, const CachedResponse& cached);
 /// The head a response is stored as: its end-to-end fields and a Date, none of this hop's.
 std::string head_to_store(const ResponseHead& head, const BodyFraming& framing,
                           UnixSeconds response_time);

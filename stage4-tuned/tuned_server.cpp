@@ -29,6 +29,8 @@ constexpr int kTickMs = 50;
 // re-armed one fires again only when new bytes (or its end) arrive; a worker's connection is
 // disarmed until it comes back.
 constexpr std::uint32_t kParkedEvents = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
+// A parked connection whose hit the socket did not take whole waits to be writable instead.
+constexpr std::uint32_t kUnsentEvents = EPOLLOUT | EPOLLRDHUP | EPOLLONESHOT;
 
 void epoll_control(int epoll_fd, int op, int fd, std::uint32_t events) {
   epoll_event event{};
@@ -232,7 +234,10 @@ void TunedServer::readable(int fd) {
   const auto index = static_cast<std::size_t>(fd);
   if (index >= idle_.size() || !idle_[index]) return;
   Idle& idle = *idle_[index];
-  switch (read_head(idle)) {
+  HeadState state =
+      idle.client.connection.has_unsent() ? send_unsent(idle) : read_head(idle);
+  if (state == HeadState::ready) state = answer_hit(idle);
+  switch (state) {
     case HeadState::ready:
       dispatch(idle);
       break;
@@ -246,8 +251,9 @@ void TunedServer::readable(int fd) {
       // Once added, a connection stays in the set (EPOLLONESHOT disarms it while a worker has
       // it) until it closes, so coming back costs one MOD.
       Client& client = idle.client;
-      if (epoll_client(epoll_fd_, client.in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd,
-                       kParkedEvents)) {
+      const std::uint32_t events =
+          client.connection.has_unsent() ? kUnsentEvents : kParkedEvents;
+      if (epoll_client(epoll_fd_, client.in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, events)) {
         client.in_epoll = true;
         return;
       }
@@ -257,6 +263,38 @@ void TunedServer::readable(int fd) {
   // Dispatched or closed: the slot is free (destroying a Client closes it and leaves epoll).
   idle_[index].reset();
   idle_count_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+// A hit answered here, on the poller (serve_hit_now): a cache's most common request costs no
+// hand-off to a worker and back, which is most of what a hit costs (stage4-tuned/README.md).
+// `ready` when a worker must take the request, `more` when the connection stays parked.
+TunedServer::HeadState TunedServer::answer_hit(Idle& idle) {
+  const auto began = Clock::now();
+  const HitOutcome outcome = serve_hit_now(idle.client.connection, idle.head, server_.cache(),
+                                           options_, server_.stats());
+  if (outcome == HitOutcome::not_served) return HeadState::ready;
+  latency_.observe(Clock::now() - began);
+  if (outcome == HitOutcome::failed) {
+    idle.head.clear();
+    return HeadState::closed;
+  }
+  idle.since = began;  // the idle timeout runs from the last response
+  // A pipelined request already read goes to a worker; a partly sent hit waits in epoll.
+  return outcome == HitOutcome::served && !idle.head.empty() ? HeadState::ready : HeadState::more;
+}
+
+// The rest of a hit the client's socket did not take at once (answer_hit); then, as readable()
+// would, the next request: one already read (pipelined), or whatever has arrived.
+TunedServer::HeadState TunedServer::send_unsent(Idle& idle) {
+  switch (idle.client.connection.send_unsent()) {
+    case IoStatus::ok:
+      idle.since = Clock::now();
+      return idle.head.empty() ? read_head(idle) : HeadState::ready;
+    case IoStatus::timeout:
+      return HeadState::more;
+    default:
+      return HeadState::closed;
+  }
 }
 
 void TunedServer::dispatch(Idle& idle) {

@@ -125,6 +125,8 @@ class TunedServer {
   void park(Client client);           // on the poller: wait in epoll for the next request
   void readable(int fd);              // on the poller: bytes (or an end) on a parked connection
   HeadState read_head(Idle& idle);    // on the poller: reads what has arrived, never waits
+  HeadState answer_hit(Idle& idle);   // on the poller: a hit, answered without a worker
+  HeadState send_unsent(Idle& idle);  // on the poller: the rest of a hit, when writable
   void dispatch(Idle& idle);          // on the poller: a whole head is here, to a worker
   void submit(Client client);         // on the poller: to a worker, or shed with 503
   bool enqueue(Client& client);       // on the poller: false (client untouched) when full

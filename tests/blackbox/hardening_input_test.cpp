@@ -71,7 +71,8 @@ TEST_P(HardeningInput, RefusesMalformedRequestLinesAndFieldsWithoutReachingTheOr
       {"version with two digits", "GET http://{A}/bytes/1 HTTP/1.10\r\n\r\n", 400},
       {"HTTP/2.0", "GET http://{A}/bytes/1 HTTP/2.0\r\n\r\n", 505},
       {"HTTP/0.9 style", "GET http://{A}/bytes/1\r\n\r\n", 400},
-      {"empty request line", "\r\n\r\n", 400},
+      // Empty lines before a request line are skipped (RFC 9112 §2.2): a blank one is not empty.
+      {"blank request line", "\r\n \r\n\r\n", 400},
       {"a TLS client hello", "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n"s, 400},
       {"control character in a value", "GET http://{A}/bytes/1 HTTP/1.1\r\nX-A: a\x01z\r\n\r\n", 400},
       {"NUL in a value", "GET http://{A}/bytes/1 HTTP/1.1\r\nX-A: a\0z\r\n\r\n"s, 400},

@@ -5,7 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -537,6 +539,63 @@ TEST_P(TunedStage, OpenTunnelsHoldNoWorker) {
   EXPECT_EQ(through->status, 200);
   EXPECT_EQ(through->body, harness::deterministic_bytes(7));
   EXPECT_EQ(metrics()["proxy_tunnels_open"], 4);
+}
+
+// ---- Hits answered on the poller (serve_hit_now), without a worker ----
+
+// The only worker is stuck on a silent origin and the queue holds one request: hits on a
+// keep-alive connection are still answered, byte-exact, and counted as every hit is.
+TEST_P(TunedStage, AnswersHitsWithoutAWorkerWhileTheOnlyWorkerIsStuck) {
+  start_stage({"--workers", "1", "--origin-timeout-ms", "60000"});
+  ASSERT_EQ(fetch(proxy_port(), origin_url("/bytes/300")).status, 200);  // stored
+  proxy::Socket stuck = send_request(proxy_port(), proxy_get(origin_url("/stall")));
+  ASSERT_TRUE(origin_->wait_for_requests("/stall", 1, kDeadline));
+  proxy::Socket client = send_request(proxy_port(), proxy_get(origin_url("/bytes/300")));
+  for (int i = 0; i < 5; ++i) {
+    if (i > 0) {
+      ASSERT_EQ(client.write_all(proxy_get(origin_url("/bytes/300")), 5s).status,
+                proxy::IoStatus::ok);
+    }
+    std::vector<HttpResponse> r = read_framed(client, 1, kLive);
+    ASSERT_EQ(r.size(), 1u) << "hit " << i << " waited for the stuck worker";
+    EXPECT_EQ(r[0].status, 200);
+    EXPECT_EQ(r[0].field("X-Cache"), "HIT");
+    EXPECT_EQ(r[0].body, harness::deterministic_bytes(300));
+    EXPECT_FALSE(r[0].field("Age").empty());
+  }
+  EXPECT_EQ(origin_->request_count("/bytes/300"), 1u);
+}
+
+// A 60 KB hit to a client with a small receive window (the rest of a hit the socket does not
+// take at once waits in epoll; serve_hit_now_test forces that case): byte-exact, and the
+// connection carries the next request. Lookups count once each, whichever thread answered.
+TEST_P(TunedStage, FinishesAHitTheClientReadsSlowlyAndCountsEachLookupOnce) {
+  start_stage({"--workers", "2"});
+  constexpr std::size_t kBody = 60'000;
+  const std::string url = origin_url("/bytes/" + std::to_string(kBody));
+  ASSERT_EQ(fetch(proxy_port(), url).status, 200);  // a miss, stored
+  proxy::Socket client;
+  {
+    // A small receive window, so the proxy's send cannot take 60 KB at once.
+    proxy::Socket s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    proxy::set_int_option(s, SOL_SOCKET, SO_RCVBUF, 4096);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(proxy_port());
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(s.fd(), reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+    client = std::move(s);
+  }
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(client.write_all(proxy_get(url), 5s).status, proxy::IoStatus::ok);
+    std::vector<HttpResponse> r = read_framed(client, 1, kDeadline);
+    ASSERT_EQ(r.size(), 1u) << "hit " << i;
+    EXPECT_EQ(r[0].field("X-Cache"), "HIT");
+    EXPECT_EQ(r[0].body, harness::deterministic_bytes(kBody)) << "hit " << i;
+  }
+  Exposition m = metrics();
+  EXPECT_EQ(m["proxy_cache_hits_total"], 3);
+  EXPECT_EQ(m["proxy_cache_misses_total"], 1);
 }
 
 // With a descriptor limit far below --max-connections, clients past what the limit allows get a

@@ -1,0 +1,195 @@
+// serve_hit_now (common/proxy.h): stage 4's poller answers a hit without a worker. Through real
+// loopback sockets: what it answers, what it leaves to serve_request, and a response the
+// client's socket takes only part of.
+#include <gtest/gtest.h>
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <array>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "cache_factory.h"
+#include "http_cache_rules.h"
+#include "origin_server.h"
+#include "proxy.h"
+#include "uri.h"
+
+namespace proxy {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A connected loopback pair: `server` is the proxy's end (in a ClientConnection), `client` the
+// test's. Buffer sizes, when given, are set before the connection exists, so TCP uses them.
+struct Pair {
+  ClientConnection server{Socket()};
+  Socket client;
+};
+
+Pair connected_pair(int server_sndbuf = 0, int client_rcvbuf = 0) {
+  Socket listener = listen_tcp("127.0.0.1", 0);
+  if (server_sndbuf != 0) set_int_option(listener, SOL_SOCKET, SO_SNDBUF, server_sndbuf);
+  Socket client(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (client_rcvbuf != 0) set_int_option(client, SOL_SOCKET, SO_RCVBUF, client_rcvbuf);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(local_port(listener));
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(client.fd(), reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+  std::optional<Socket> accepted = accept_client(listener, -1);
+  EXPECT_TRUE(accepted.has_value());
+  Pair pair;
+  pair.server = ClientConnection(std::move(*accepted));
+  pair.client = std::move(client);
+  return pair;
+}
+
+// Reads from `socket` until `bytes` have arrived or 30 s pass.
+std::string read_exactly(const Socket& socket, std::size_t bytes) {
+  std::string out;
+  std::array<char, 65536> chunk;
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while (out.size() < bytes && std::chrono::steady_clock::now() < until) {
+    IoResult got = socket.read_some(chunk, 1s);
+    if (got.status == IoStatus::ok) out.append(chunk.data(), got.bytes);
+    if (got.status == IoStatus::eof || got.status == IoStatus::error) break;
+  }
+  return out;
+}
+
+// Reads one response whose body is framed by Content-Length, head and body, as raw text.
+std::string read_response_text(const Socket& socket) {
+  std::string out;
+  std::array<char, 65536> chunk;
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while (std::chrono::steady_clock::now() < until) {
+    const std::size_t blank = out.find("\r\n\r\n");
+    const std::size_t length = out.find("Content-Length: ");
+    if (blank != std::string::npos && length != std::string::npos && length < blank &&
+        out.size() >= blank + 4 + std::stoul(out.substr(length + 16))) {
+      break;
+    }
+    IoResult got = socket.read_some(chunk, 1s);
+    if (got.status == IoStatus::ok) out.append(chunk.data(), got.bytes);
+    if (got.status == IoStatus::eof || got.status == IoStatus::error) break;
+  }
+  return out;
+}
+
+std::string get(const std::string& url, const std::string& extra = "") {
+  return "GET " + url + " HTTP/1.1\r\nHost: x\r\n" + extra + "\r\n";
+}
+
+class ServeHitNow : public ::testing::Test {
+ protected:
+  void SetUp() override { options_.keep_alive = true; }
+
+  // Stores `body` under `url`, fresh for an hour.
+  void store(const std::string& url, std::string body) {
+    CachedResponse entry;
+    entry.head = "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n";
+    entry.body = std::move(body);
+    entry.freshness.response_time = unix_now();
+    entry.freshness.lifetime = 3600;
+    ASSERT_TRUE(cache_->insert(parse_absolute_uri(url)->cache_key(),
+                               std::make_shared<const CachedResponse>(std::move(entry))));
+  }
+
+  std::unique_ptr<Cache> cache_ = make_cache("lru", 1 << 20, 1 << 20);
+  ProxyOptions options_;
+  ProxyStats stats_;
+};
+
+TEST_F(ServeHitNow, AnswersAFreshHitWholeAndLeavesAPipelinedRequestInTheHead) {
+  store("http://o.test/a", "hello");
+  Pair pair = connected_pair();
+  std::string head = get("http://o.test/a") + "GET http://o.test/b HTTP/1.1\r\n";
+  EXPECT_EQ(serve_hit_now(pair.server, head, *cache_, options_, stats_), HitOutcome::served);
+  EXPECT_EQ(head, "GET http://o.test/b HTTP/1.1\r\n") << "only the served request's bytes go";
+  const std::string response = read_response_text(pair.client);
+  EXPECT_TRUE(response.starts_with("HTTP/1.1 200 OK\r\n")) << response;
+  EXPECT_NE(response.find("X-Cache: HIT\r\n"), std::string::npos) << response;
+  EXPECT_NE(response.find("Content-Length: 5\r\n"), std::string::npos) << response;
+  EXPECT_NE(response.find("Age: "), std::string::npos) << response;
+  EXPECT_TRUE(response.ends_with("\r\n\r\nhello")) << response;
+  EXPECT_EQ(stats_.requests.load(), 1u);
+  EXPECT_EQ(pair.server.requests(), 1u);
+  EXPECT_EQ(cache_->stats().hits, 1u);
+}
+
+TEST_F(ServeHitNow, LeavesEveryOtherRequestAloneWithoutALookup) {
+  store("http://o.test/a", "hello");
+  const std::string cases[] = {
+      "HEAD http://o.test/a HTTP/1.1\r\nHost: x\r\n\r\n",
+      "POST http://o.test/a HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+      get("http://o.test/a", "Connection: close\r\n"),
+      get("http://o.test/a", "Host: y\r\n"),
+      get("http://o.test/a", "Range: bytes=0-1\r\n"),
+      "GET /a HTTP/1.1\r\nHost: o.test\r\n\r\n",
+      "GET http://o.test/a HTTP/1.0\r\n\r\n",
+      "GET http://o.test/a HTTP/1.1\r\nHost: x\r\n",  // incomplete
+  };
+  for (const std::string& request : cases) {
+    Pair pair = connected_pair();
+    std::string head = request;
+    EXPECT_EQ(serve_hit_now(pair.server, head, *cache_, options_, stats_),
+              HitOutcome::not_served)
+        << request;
+    EXPECT_EQ(head, request);
+  }
+  EXPECT_EQ(cache_->stats().hits + cache_->stats().misses, 0u) << "a lookup was made";
+  EXPECT_EQ(stats_.requests.load(), 0u);
+}
+
+// A miss is looked up once: serve_request goes on from serve_hit_now's lookup, fetches from the
+// origin, and the cache counts one miss, not two.
+TEST_F(ServeHitNow, HandsAMissToServeRequestWithItsLookupCountedOnce) {
+  harness::OriginServer origin;
+  const std::string url = "http://127.0.0.1:" + std::to_string(origin.port()) + "/bytes/10";
+  Pair pair = connected_pair();
+  std::string head = get(url);
+  EXPECT_EQ(serve_hit_now(pair.server, head, *cache_, options_, stats_), HitOutcome::not_served);
+  EXPECT_EQ(cache_->stats().misses, 1u);
+  pair.server.add_buffered(head);
+  EXPECT_TRUE(serve_request(pair.server, *cache_, options_, stats_));
+  const std::string response = read_response_text(pair.client);
+  EXPECT_TRUE(response.starts_with("HTTP/1.1 200 OK\r\n")) << response;
+  EXPECT_TRUE(response.ends_with(harness::deterministic_bytes(10)));
+  EXPECT_EQ(cache_->stats().misses, 1u) << "serve_request looked the request up again";
+  EXPECT_EQ(origin.request_count("/bytes/10"), 1u);
+}
+
+// A stored response the client's socket cannot take at once: the rest stays in the connection
+// until send_unsent() gets it out, and the client reads it byte-exact.
+TEST_F(ServeHitNow, KeepsWhatTheSocketDidNotTakeUntilSendUnsent) {
+  const std::string body = harness::deterministic_bytes(60'000);
+  store("http://o.test/big", body);
+  Pair pair = connected_pair(4096, 4096);
+  std::string head = get("http://o.test/big");
+  ASSERT_EQ(serve_hit_now(pair.server, head, *cache_, options_, stats_), HitOutcome::partly_sent);
+  ASSERT_TRUE(pair.server.has_unsent());
+  std::string received;
+  std::jthread reader([&] { received = read_exactly(pair.client, 60'000 + 200); });
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  IoStatus status = IoStatus::timeout;
+  while (status == IoStatus::timeout && std::chrono::steady_clock::now() < until) {
+    pollfd writable{pair.server.socket().fd(), POLLOUT, 0};
+    ::poll(&writable, 1, 1000);
+    status = pair.server.send_unsent();
+  }
+  EXPECT_EQ(status, IoStatus::ok);
+  EXPECT_FALSE(pair.server.has_unsent());
+  pair.server = ClientConnection(Socket());  // the close ends the reader's wait
+  reader.join();
+  const std::size_t blank = received.find("\r\n\r\n");
+  ASSERT_NE(blank, std::string::npos);
+  EXPECT_EQ(received.substr(blank + 4), body);
+}
+
+}  // namespace
+}  // namespace proxy
