@@ -2,14 +2,12 @@
 // relay_response, cache.insert. serve_request comes first and reads as that summary; the steps
 // follow in the same order. Request bodies (request_body.cpp), CONNECT (connect_method.cpp),
 // the body relay (body_relay.cpp) and the proxy's own replies (replies.cpp) live in files of
-// their own. Stages 1-3 call serve_connection (one request per connection); stage 4 calls
-// serve_request per request on a persistent connection.
+// their own, and so do origin connections (origin_response.cpp). Stages 1-3 call
+// serve_connection (one request per connection); stage 4 calls serve_request per request on a
+// persistent connection, after its poller has tried serve_hit_now (serve_hit_now.cpp).
 #include "proxy.h"
 
-#include <sys/socket.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <array>
 #include <memory>
 #include <optional>
@@ -24,9 +22,6 @@
 
 namespace proxy {
 namespace {
-
-// A hit up to this size goes out in one write (see send_cached).
-constexpr std::size_t kOneWriteBytes = 64 * 1024;
 
 // The steps of the transaction, in the order the protocol runs them; serve_request below
 // calls them, and their definitions follow it in the same order.
@@ -43,7 +38,6 @@ bool relay_response(Context& ctx, OriginConnection& origin, const Request& reque
                     const std::string& key, bool may_store, Cache& cache);
 
 // Helpers, defined last.
-bool wants_persistence(const Request& request);
 bool is_forwarded_method(std::string_view method);
 bool is_unsafe_method(std::string_view method);
 void finish(Socket& client);
@@ -102,73 +96,6 @@ bool serve_request(ClientConnection& connection, Cache& cache, const ProxyOption
   if (ctx.persistent) return true;
   finish(client);
   return false;
-}
-
-HitOutcome serve_hit_now(ClientConnection& connection, std::string& head, Cache& cache,
-                         const ProxyOptions& options, ProxyStats& stats) {
-  if (!options.keep_alive || !connection.unsent_.empty()) return HitOutcome::not_served;
-  Request request;
-  head.erase(0, leading_empty_lines(head));  // RFC 9112 §2.2, as read_request does
-  const RequestParseResult parsed = parse_request(head, request, options.limits);
-  if (parsed.status != ParseStatus::complete || request.method != "GET") {
-    return HitOutcome::not_served;
-  }
-  std::optional<AbsoluteUri> uri = parse_absolute_uri(request.target);
-  std::optional<BodyFraming> body = request_body_framing(request);
-  // The branches serve_request takes before the cache, and a connection that would close.
-  if (!uri || uri->scheme != "http" || !body || body->kind != BodyKind::none ||
-      count_fields(request.fields, "Host") > 1 || !wants_persistence(request)) {
-    return HitOutcome::not_served;
-  }
-  const RequestCacheRules rules = request_cache_rules(request);
-  if (rules.bypass) return HitOutcome::not_served;
-  CacheLookup lookup{uri->cache_key(), nullptr};
-  lookup.entry = cache.find(lookup.key);
-  const UnixSeconds now = unix_now();
-  // A large body goes out from the worker, in two writes and without a copy (send_cached).
-  if (!lookup.entry || lookup.entry->body.size() > kOneWriteBytes ||
-      decide_use(*lookup.entry, request, rules, now) != StoredUse::serve) {
-    connection.looked_up_ = std::move(lookup);  // serve_request goes on from this lookup
-    return HitOutcome::not_served;
-  }
-  stats.requests.fetch_add(1, std::memory_order_relaxed);
-  ++connection.requests_;
-  Context ctx{connection.socket_, options, stats, connection.peer_, request.method + " " + request.target};
-  ctx.persistent = true;
-  ctx.version_minor = request.version_minor;
-  std::string out = hit_head(ctx, *lookup.entry);
-  out += lookup.entry->body;
-  head.erase(0, parsed.consumed);
-  connection.unsent_ = std::move(out);
-  switch (connection.send_unsent()) {
-    case IoStatus::ok:
-      return HitOutcome::served;
-    case IoStatus::timeout:
-      return HitOutcome::partly_sent;
-    default:
-      return HitOutcome::failed;
-  }
-}
-
-IoStatus ClientConnection::send_unsent() {
-  std::size_t sent = 0;
-  IoStatus status = IoStatus::ok;
-  while (sent < unsent_.size()) {
-    const ssize_t n = ::send(socket_.fd(), unsent_.data() + sent, unsent_.size() - sent,
-                             MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n > 0) {
-      sent += static_cast<std::size_t>(n);
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else {
-      status = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? IoStatus::timeout
-                                                                 : IoStatus::error;
-      break;
-    }
-  }
-  unsent_.erase(0, sent);
-  if (status == IoStatus::error) unsent_.clear();
-  return status;
 }
 
 namespace {
@@ -495,13 +422,6 @@ bool relay_response(Context& ctx, OriginConnection& origin, const Request& reque
 
 // ---- Helpers ----
 
-// RFC 9112 §9.3: HTTP/1.1 persists unless either side says close; HTTP/1.0 only when the
-// client asks with `Connection: keep-alive`.
-bool wants_persistence(const Request& request) {
-  if (field_has_token(request.fields, "Connection", "close")) return false;
-  return request.version_minor >= 1 || field_has_token(request.fields, "Connection", "keep-alive");
-}
-
 // GET and HEAD are handled apart from these; CONNECT too. TRACE is left out on purpose: it
 // would echo a client's credentials back through us (RFC 9110 §9.3.8), and nobody needs it.
 bool is_forwarded_method(std::string_view method) {
@@ -527,5 +447,12 @@ void finish(Socket& client) {
 }
 
 }  // namespace
+
+// RFC 9112 §9.3: HTTP/1.1 persists unless either side says close; HTTP/1.0 only when the
+// client asks with `Connection: keep-alive`.
+bool wants_persistence(const Request& request) {
+  if (field_has_token(request.fields, "Connection", "close")) return false;
+  return request.version_minor >= 1 || field_has_token(request.fields, "Connection", "keep-alive");
+}
 
 }  // namespace proxy

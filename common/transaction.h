@@ -59,6 +59,14 @@ struct OriginConnection {
   bool reusable = false;
 };
 
+/// A stored response up to this size goes out in one write with its head (send_cached,
+/// serve_hit_now): bytes.
+inline constexpr std::size_t kOneWriteBytes = 64 * 1024;
+
+/// RFC 9112 §9.3: whether the client wants its connection kept after this request — HTTP/1.1
+/// unless it says close, HTTP/1.0 only with `Connection: keep-alive` (proxy.cpp).
+bool wants_persistence(const Request& request);
+
 // ---- Canned replies (replies.cpp) ----
 
 /// Sends a response the proxy makes itself: `status`, a one-line plain-text body naming

@@ -1,6 +1,7 @@
-// How stage 4's poller reads a request head without a worker: whatever has arrived, never
-// waiting, until the head is whole; and how it answers a head that trickles past
-// --client-timeout-ms (408), so that slow clients cannot hold the pool (tuned_server.h).
+// What stage 4's poller does with a request head, without a worker: reads it — whatever has
+// arrived, never waiting — until it is whole; answers a head that trickles past
+// --client-timeout-ms with 408, so that slow clients cannot hold the pool; and answers a cache
+// hit itself, so that a hit costs no hand-off (tuned_server.h).
 #include <sys/socket.h>
 
 #include <array>
@@ -86,6 +87,38 @@ void TunedServer::time_out_head(Idle& idle) {
     next_408_log_ = now + Millis{1000};
   } else {
     ++unlogged_408_;
+  }
+}
+
+// A hit answered here, on the poller (serve_hit_now): a cache's most common request costs no
+// hand-off to a worker and back, which is most of what a hit costs (stage4-tuned/README.md).
+// `ready` when a worker must take the request, `more` when the connection stays parked.
+TunedServer::HeadState TunedServer::answer_hit(Idle& idle) {
+  const auto began = Clock::now();
+  const HitOutcome outcome = serve_hit_now(idle.client.connection, idle.head, server_.cache(),
+                                           options_, server_.stats());
+  if (outcome == HitOutcome::not_served) return HeadState::ready;
+  latency_.observe(Clock::now() - began);
+  if (outcome == HitOutcome::failed) {
+    idle.head.clear();
+    return HeadState::closed;
+  }
+  idle.since = began;  // the idle timeout runs from the last response
+  // A pipelined request already read goes to a worker; a partly sent hit waits in epoll.
+  return outcome == HitOutcome::served && !idle.head.empty() ? HeadState::ready : HeadState::more;
+}
+
+// The rest of a hit the client's socket did not take at once (answer_hit); then, as readable()
+// would, the next request: one already read (pipelined), or whatever has arrived.
+TunedServer::HeadState TunedServer::send_unsent(Idle& idle) {
+  switch (idle.client.connection.send_unsent()) {
+    case IoStatus::ok:
+      idle.since = Clock::now();
+      return idle.head.empty() ? read_head(idle) : HeadState::ready;
+    case IoStatus::timeout:
+      return HeadState::more;
+    default:
+      return HeadState::closed;
   }
 }
 

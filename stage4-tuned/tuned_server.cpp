@@ -1,6 +1,6 @@
 // Stage 4's poller and workers (tuned_server.h explains the design). How the poller reads a
-// request head, and answers a slow one 408, is in request_heads.cpp; what the machine allows
-// (workers, descriptors) in machine_limits.cpp.
+// request head, answers a slow one 408 and a hit itself, is in request_heads.cpp; what the
+// machine allows (workers, descriptors) in machine_limits.cpp.
 #include "tuned_server.h"
 
 #include <sys/epoll.h>
@@ -263,38 +263,6 @@ void TunedServer::readable(int fd) {
   // Dispatched or closed: the slot is free (destroying a Client closes it and leaves epoll).
   idle_[index].reset();
   idle_count_.fetch_sub(1, std::memory_order_relaxed);
-}
-
-// A hit answered here, on the poller (serve_hit_now): a cache's most common request costs no
-// hand-off to a worker and back, which is most of what a hit costs (stage4-tuned/README.md).
-// `ready` when a worker must take the request, `more` when the connection stays parked.
-TunedServer::HeadState TunedServer::answer_hit(Idle& idle) {
-  const auto began = Clock::now();
-  const HitOutcome outcome = serve_hit_now(idle.client.connection, idle.head, server_.cache(),
-                                           options_, server_.stats());
-  if (outcome == HitOutcome::not_served) return HeadState::ready;
-  latency_.observe(Clock::now() - began);
-  if (outcome == HitOutcome::failed) {
-    idle.head.clear();
-    return HeadState::closed;
-  }
-  idle.since = began;  // the idle timeout runs from the last response
-  // A pipelined request already read goes to a worker; a partly sent hit waits in epoll.
-  return outcome == HitOutcome::served && !idle.head.empty() ? HeadState::ready : HeadState::more;
-}
-
-// The rest of a hit the client's socket did not take at once (answer_hit); then, as readable()
-// would, the next request: one already read (pipelined), or whatever has arrived.
-TunedServer::HeadState TunedServer::send_unsent(Idle& idle) {
-  switch (idle.client.connection.send_unsent()) {
-    case IoStatus::ok:
-      idle.since = Clock::now();
-      return idle.head.empty() ? read_head(idle) : HeadState::ready;
-    case IoStatus::timeout:
-      return HeadState::more;
-    default:
-      return HeadState::closed;
-  }
 }
 
 void TunedServer::dispatch(Idle& idle) {
