@@ -20,6 +20,7 @@ help:
 	@echo "make bench      every stage side by side on the studies' scenarios -> results/bench/ (PEERS=1, QUICK=1)"
 	@echo "make grade      grade every stage of this tree, or SUBMISSION=DIR [STAGES=1,3] [QUICK=1] -> results/grade/"
 	@echo "make grade-mutants   grade each planted-bug mutant of stage 3; every one must be caught"
+	@echo "make grade-modes-check   stage mode and lab 3 mode in one build folder score as each alone (slow)"
 	@echo "make gradescope LAB=N | STAGES=1,2,3,4   a Gradescope autograder zip -> results/gradescope/"
 	@echo "make gradescope-check  the bundle's run_autograder against a simulated /autograder (slow)"
 	@echo "make grade-all SUBMISSIONS=DIR [LAB=N] [JOBS=K]   every subfolder, resumable -> results/grade-all/gradebook.csv"
@@ -136,7 +137,7 @@ GRADE_CACHE = $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/proxy-grader
 GRADE_FLAGS = --submission $(SUBMISSION) $(if $(STAGES),--stages $(STAGES)) \
 	$(if $(LAB),--lab $(LAB) --build-dir $(or $(GRADE_BUILD_DIR),$(GRADE_CACHE)/labs)) \
 	$(if $(filter 1,$(QUICK)),--quick) $(if $(RUBRIC),--rubric $(RUBRIC))
-.PHONY: grade grade-mutants grader
+.PHONY: grade grade-mutants grade-modes-check grader
 
 grader: build/release/build.ninja
 	@scripts/install-deps --if-missing build grade
@@ -147,6 +148,14 @@ grade: grader
 
 grade-mutants: grader
 	build/release/bin/grader --mutants $(or $(MUTANTS),all) $(if $(filter 1,$(QUICK)),--quick) $(GRADE_ARGS)
+
+# Stage mode and lab 3 mode on one submission (default this tree), each alone and each after the
+# other in one build folder: the scores must agree (slow: real builds; make test runs the cheap
+# version, grader.selftest.modes_do_not_share_builds).
+grade-modes-check: grader
+	cmake --build --preset release -j $(JOBS) --target gradebook
+	grader/modes_test.sh build/release/bin/grader build/release/bin/gradebook $(abspath $(or $(SUBMISSION),.)) \
+	  results/grade-modes-check --full
 
 # Gradescope and many submissions (grader/README.md, "Gradescope", "Many submissions").
 # make gradescope LAB=N | STAGES=1,2,3,4 -> results/gradescope/labN.zip | stages-1234.zip

@@ -38,6 +38,7 @@ bool relay_response(Context& ctx, OriginConnection& origin, const Request& reque
                     const std::string& key, bool may_store, Cache& cache);
 
 // Helpers, defined last.
+bool may_send_late_body(const ResponseHead& head, std::string_view method);
 bool is_forwarded_method(std::string_view method);
 bool is_unsafe_method(std::string_view method);
 void finish(Socket& client);
@@ -352,7 +353,8 @@ bool relay_response(Context& ctx, OriginConnection& origin, const Request& reque
   // RFC 9112 §9.3: the origin keeps the connection open after this response unless it is
   // HTTP/1.0 or says close; the body's framing decides below whether its end can be seen.
   const bool origin_persists = origin.keep_allowed && head.version_minor >= 1 &&
-                               !field_has_token(head.fields, "Connection", "close");
+                               !field_has_token(head.fields, "Connection", "close") &&
+                               !may_send_late_body(head, request.method);
   if (ctx.revalidating && head.status == 304) {
     origin.reusable = origin_persists && buffer.size() == head_bytes;  // a 304 has no body
     serve_revalidated(ctx, head, request, key, may_store, cache);
@@ -421,6 +423,18 @@ bool relay_response(Context& ctx, OriginConnection& origin, const Request& reque
 }
 
 // ---- Helpers ----
+
+// A response that has no body by rule but declares one: a 204 or 304 with a Content-Length
+// other than 0 or a Transfer-Encoding (RFC 9110 §8.6, §15.3.5), or a HEAD response with a
+// non-zero length. An origin that then sends those bytes after all would have them read as
+// the next request's response on a kept connection (RFC 9112 §6.3), so such a connection is
+// not kept: a HEAD is rare, and the other two are the origin's error.
+bool may_send_late_body(const ResponseHead& head, std::string_view method) {
+  const std::optional<std::string_view> length = find_field(head.fields, "Content-Length");
+  const bool declares_body = (length && *length != "0") ||
+                             find_field(head.fields, "Transfer-Encoding").has_value();
+  return declares_body && (method == "HEAD" || head.status == 204 || head.status == 304);
+}
 
 // GET and HEAD are handled apart from these; CONNECT too. TRACE is left out on purpose: it
 // would echo a client's credentials back through us (RFC 9110 §9.3.8), and nobody needs it.

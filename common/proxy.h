@@ -143,6 +143,8 @@ class ClientConnection {
   [[nodiscard]] Socket release() noexcept { return std::move(socket_); }
   /// True when serve_hit_now left part of a response unsent.
   [[nodiscard]] bool has_unsent() const noexcept { return !unsent_.empty(); }
+  /// Bytes of a partly sent hit still to go (0 when none).
+  [[nodiscard]] std::size_t unsent_bytes() const noexcept { return unsent_.size(); }
   /// Sends what serve_hit_now left unsent, as much as the socket takes without blocking: ok when
   /// all of it is out, timeout when the socket is full (wait until it is writable), error when
   /// the client is gone (close the connection).

@@ -409,6 +409,14 @@ RunOutcome check_deadlock(const CheckSpec& spec, const StageInfo& stage,
     out += "\nThe watchdog found a hang (" + run.hang_when +
            "). Every thread's stack, from gdb, before the process was killed (your frames with "
            "file:line; full stacks: " + run.stacks_path + "):\n" + run.stacks;
+    // A memory error before the hang is its likely cause (a client lost to a use-after-free
+    // leaves every worker idle, which the stacks alone would show as a lost wakeup).
+    for (const TsanReport& report : tsan_reports(run.log)) {
+      if (report.kind == "lock-order-inversion") continue;
+      out += "\nBefore the hang ThreadSanitizer reported a " + report.kind +
+             " (a likely cause; stacks cut to your code):\n" + student_frames(report.text) + "\n";
+      break;  // the first one; the full log has the rest
+    }
   } else if (run.completed == 0 && !run.died_early) {
     ok = false;
     out += "\nNot one response completed under load, so no lock order was exercised.\n";

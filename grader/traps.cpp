@@ -45,6 +45,21 @@ std::string classify_trap(const std::string& check, const std::string& output) {
       (has("::pop") || has("pop_front") || has("front()"))) {
     return "wait-under-if";
   }
+  // Memory used after it moved or was freed is evidence on its own, whether or not the load
+  // made progress: such a bug often loses clients (a worker serves a dead copy), so the load
+  // hangs with every worker idle, which would otherwise read as a lost wakeup. Valgrind's
+  // invalid access, or ThreadSanitizer's heap-use-after-free of storage a std::vector freed.
+  const bool moved_storage =
+      (check == "memory" && (has("Invalid read") || has("Invalid write") || has("Invalid free"))) ||
+      (has("heap-use-after-free") && has("std::vector<"));
+  if (moved_storage && (check == "memory" || check == "races" || check == "deadlock")) {
+    return "pointer-into-vector";
+  }
+  // Two locks taken in opposite orders explain a hang (the stage deadlocked), so TSan's report
+  // outranks the hang's stacks, where the workers blocked in a wait look like a lost wakeup.
+  if (check == "deadlock" && (has("lock-order-inversion") || has("opposite orders"))) {
+    return "lock-order";
+  }
   // No progress under load: races, memory and throughput have no evidence; the deadlock check
   // (and its stacks) says why.
   if (has("served nothing under load")) return check == "deadlock" ? "lost-wakeup" : "";
@@ -66,7 +81,9 @@ std::string classify_trap(const std::string& check, const std::string& output) {
   if (check == "shutdown") {
     // The one worker never took the first client: nothing about shutdown can be judged.
     if (has("[FAIL] a slow request is in flight")) return "lost-wakeup";
-    if (has("[FAIL] queued client")) return "close-under-lock";
+    // close() destroying the queue under its lock cuts every queued client; only some of them
+    // cut (the others told 503) is another bug, e.g. a queued pointer into storage that moved.
+    if (has("[FAIL] queued client") && !has("[pass] queued client")) return "close-under-lock";
     if (has("[FAIL] SIGTERM")) return "close-wakes";
   }
   return "";

@@ -83,13 +83,52 @@ std::vector<std::string> through_emulator(std::vector<std::string> argv) {
 }
 #endif
 
+// `word` in single quotes for sh; a quote inside becomes '\'' (POSIX Shell Command Language 2.2).
+std::string shell_quoted(const std::string& word) {
+  std::string quoted = "'";
+  for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
 }  // namespace
+
+std::vector<std::string> emulator_for(const std::string& program) {
+#ifdef PROXY_CHILD_EMULATOR
+  std::vector<std::string> words = through_emulator({program});
+  words.pop_back();
+  return words;
+#else
+  (void)program;
+  return {};
+#endif
+}
+
+std::string shell_command(const std::string& program) {
+  std::vector<std::string> words = emulator_for(program);
+  words.push_back(program);
+  std::string command;
+  for (const std::string& word : words) {
+    command += (command.empty() ? "" : " ") + shell_quoted(word);
+  }
+  return command;
+}
 
 Process::Process(std::vector<std::string> argv, const ProcessOptions& options) {
   if (argv.empty()) throw std::runtime_error("Process: empty argv");
 #ifdef PROXY_CHILD_EMULATOR
   argv = through_emulator(std::move(argv));
 #endif
+  if (options.max_open_files) {
+    // Set in the child before it runs (the shell's `ulimit -n` sets soft and hard, then execs
+    // it in place, same pid): a prlimit from here after posix_spawn races the child's start-up,
+    // which reads the limit (stage 4 sizes its connection cap from it).
+    std::vector<std::string> wrapped{"/bin/sh", "-c",
+                                     "ulimit -n " + std::to_string(*options.max_open_files) +
+                                         " && exec \"$0\" \"$@\""};
+    wrapped.insert(wrapped.end(), std::make_move_iterator(argv.begin()),
+                   std::make_move_iterator(argv.end()));
+    argv = std::move(wrapped);
+  }
   int fds[2];
   // Close-on-exec, so other children spawned meanwhile (tests run servers side by side) do not
   // hold our pipe open and hide this child's end of output.
@@ -121,19 +160,6 @@ Process::Process(std::vector<std::string> argv, const ProcessOptions& options) {
     throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(rc));
   }
   write_end.close();  // else we would never see end of file
-  if (options.max_open_files) {
-    // Before the child prints `listening on`, so no client it serves sees the old limit. Its
-    // start-up runs meanwhile, but needs only a handful of descriptors.
-    rlimit limit{static_cast<rlim_t>(*options.max_open_files),
-                 static_cast<rlim_t>(*options.max_open_files)};
-    if (::prlimit(pid_, RLIMIT_NOFILE, &limit, nullptr) != 0) {
-      const int error = errno;
-      ::kill(pid_, SIGKILL);
-      reap_blocking();
-      throw std::runtime_error("cannot limit the descriptors of " + argv[0] + ": " +
-                               std::strerror(error));
-    }
-  }
   reader_ = std::jthread([this](const std::stop_token& token) { read_stdout(token); });
 
   const auto deadline = Clock::now() + options.ready_timeout;

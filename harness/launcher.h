@@ -46,6 +46,17 @@ struct ExitStatus {
   [[nodiscard]] bool clean() const noexcept { return signal == 0 && exit_code == 0; }
 };
 
+/// The emulator's words that Process and shell_command put before `program`: none on a native
+/// build; in a cross build tested under emulation (make cross-check, docs/raspberry-pi.md), the
+/// configured emulator (qemu-aarch64 -L ...) when `program` is a file built for the target,
+/// which the kernel cannot exec. A test uses it to tell what emulation changes (qemu-user runs
+/// a thread of its own in each process, ignores a guest's RLIMIT_AS).
+std::vector<std::string> emulator_for(const std::string& program);
+
+/// `program` as words for sh -c (popen, std::system), each single-quoted, after
+/// emulator_for(program): a shell given a target binary would read its ELF header as a script.
+std::string shell_command(const std::string& program);
+
 /// A running child process whose stdout is captured through a pipe. The constructor returns
 /// once the child has printed `listening on HOST:PORT`; the destructor stops it if still
 /// running. A background thread drains stdout all along, so a chatty child never blocks on a

@@ -62,6 +62,7 @@ PY
 }
 
 start origin "$BIN/origin" --port 0
+O="http://127.0.0.1:$PORT_origin"
 echo -e "scenario\tserver\treq/s\tp50_ms\tp99_ms\terrors\tnon2xx\tpeak_rss_kib"
 
 # Misses at an origin with DELAY ms latency (unique URLs, keep-alive clients), at each count of

@@ -40,6 +40,7 @@ TunedServer::HeadState TunedServer::read_head(Idle& idle) {
   const std::size_t most = limits.max_header_bytes + limits.max_request_line;
   std::array<char, 16 * 1024> chunk;
   bool fresh = false;
+  bool ended = false;  // the client closed its side (a FIN): a whole head before it still counts
   while (idle.head.size() <= most) {
     const ssize_t n = ::recv(idle.client.connection.socket().fd(), chunk.data(), chunk.size(),
                              MSG_DONTWAIT);
@@ -50,20 +51,24 @@ TunedServer::HeadState TunedServer::read_head(Idle& idle) {
       if (static_cast<std::size_t>(n) < chunk.size()) break;  // most likely all there is
       continue;
     }
-    if (n == 0) return HeadState::closed;
+    if (n == 0) {
+      ended = true;
+      break;
+    }
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) break;
     return HeadState::closed;  // a reset
   }
   idle.head.erase(0, leading_empty_lines(idle.head));  // RFC 9112 §2.2
-  if (!fresh || idle.head.empty()) return HeadState::more;
+  const HeadState wait = ended ? HeadState::closed : HeadState::more;
+  if (!fresh || idle.head.empty()) return wait;
   if (idle.head.size() > most) return HeadState::ready;
   Request request;
   const RequestParseResult parsed = parse_request(idle.head, request, limits);
   if (parsed.status != ParseStatus::incomplete) return HeadState::ready;
   // Incomplete: if the read above stopped short of EAGAIN, a re-armed level-triggered fd
   // fires again at once for the rest; that is one extra wakeup, not a spin.
-  return HeadState::more;
+  return wait;
 }
 
 // A request head that trickled past --client-timeout-ms: 408, from the poller, never a worker
@@ -111,11 +116,14 @@ TunedServer::HeadState TunedServer::answer_hit(Idle& idle) {
 // The rest of a hit the client's socket did not take at once (answer_hit); then, as readable()
 // would, the next request: one already read (pipelined), or whatever has arrived.
 TunedServer::HeadState TunedServer::send_unsent(Idle& idle) {
+  const std::size_t before = idle.client.connection.unsent_bytes();
   switch (idle.client.connection.send_unsent()) {
     case IoStatus::ok:
       idle.since = Clock::now();
       return idle.head.empty() ? read_head(idle) : HeadState::ready;
     case IoStatus::timeout:
+      // The client is reading: the write timeout runs from its last progress.
+      if (idle.client.connection.unsent_bytes() != before) idle.since = Clock::now();
       return HeadState::more;
     default:
       return HeadState::closed;

@@ -30,7 +30,9 @@ constexpr int kTickMs = 50;
 // disarmed until it comes back.
 constexpr std::uint32_t kParkedEvents = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
 // A parked connection whose hit the socket did not take whole waits to be writable instead.
-constexpr std::uint32_t kUnsentEvents = EPOLLOUT | EPOLLRDHUP | EPOLLONESHOT;
+// No EPOLLRDHUP: a client that half-closed may still read, and a hang-up stays level-triggered,
+// so every re-arm would report it again at once (a spin) until the socket took the rest.
+constexpr std::uint32_t kUnsentEvents = EPOLLOUT | EPOLLONESHOT;
 
 void epoll_control(int epoll_fd, int op, int fd, std::uint32_t events) {
   epoll_event event{};
@@ -375,7 +377,12 @@ void TunedServer::close_idle(Clock::time_point now) {
   // vector costs.
   for (std::unique_ptr<Idle>& idle : idle_) {
     if (!idle) continue;
-    if (!idle->head.empty()) {
+    if (idle->client.connection.has_unsent()) {
+      // A response going out, not an idle connection: given up on only when the client took
+      // nothing for the write timeout, as a worker's write_all would be (a pipelined request
+      // behind it waits its turn, and is no slow head).
+      if (now - idle->since < options_.write_timeout) continue;
+    } else if (!idle->head.empty()) {
       if (now - idle->first_byte < options_.client_timeout) continue;
       time_out_head(*idle);
     } else if (now - idle->since >= config_.idle_timeout) {

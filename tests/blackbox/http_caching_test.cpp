@@ -350,7 +350,7 @@ TEST_P(HttpCaching, IgnoresUnknownCacheControlExtensions_Rfc9111_5_2_3) {
 }
 
 TEST_P(HttpCaching, DocumentsTheHeuristicFreshnessFlag) {
-  std::string command = binary_path(GetParam()) + " --help";
+  std::string command = harness::shell_command(binary_path(GetParam())) + " --help";
   FILE* pipe = ::popen(command.c_str(), "r");
   ASSERT_NE(pipe, nullptr);
   std::string text;

@@ -598,6 +598,48 @@ TEST_P(TunedStage, FinishesAHitTheClientReadsSlowlyAndCountsEachLookupOnce) {
   EXPECT_EQ(m["proxy_cache_misses_total"], 1);
 }
 
+// A client reading pipelined 60 KB hits slowly, longer than the idle timeout in all: a response
+// going out is not an idle connection, so it is neither reset nor cut.
+TEST_P(TunedStage, KeepsSendingHitsToASlowReaderPastTheIdleTimeout) {
+  start_stage({"--workers", "2", "--idle-timeout-ms", "200"});
+  constexpr std::size_t kBody = 60'000;
+  const std::string url = origin_url("/bytes/" + std::to_string(kBody));
+  ASSERT_EQ(fetch(proxy_port(), url).status, 200);  // stored
+  proxy::Socket client = send_request(proxy_port(), proxy_get(url) + proxy_get(url) + proxy_get(url));
+  std::string raw;
+  std::array<char, 8192> piece;
+  const auto until = std::chrono::steady_clock::now() + kDeadline;
+  while (raw.size() < 3 * kBody && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(10ms);  // the slowness under test: ~0.8 MB/s, over 200 ms
+    auto got = client.read_some(piece, 5s);
+    ASSERT_EQ(got.status, proxy::IoStatus::ok) << "cut after " << raw.size() << " bytes";
+    raw.append(piece.data(), got.bytes);
+  }
+  std::size_t bodies = 0;
+  for (std::size_t at = raw.find("X-Cache: HIT"); at != std::string::npos;
+       at = raw.find("X-Cache: HIT", at + 1)) {
+    ++bodies;
+  }
+  EXPECT_EQ(bodies, 3u);
+}
+
+// A whole request head that arrives together with the client's FIN (here exactly one 16 KiB
+// read, so the end of stream is seen by the next read) is still answered.
+TEST_P(TunedStage, AnswersAWholeHeadThatArrivesWithTheClientsFin) {
+  start_stage();
+  const std::string url = origin_url("/bytes/10");
+  ASSERT_EQ(fetch(proxy_port(), url).status, 200);  // stored: a hit needs no origin
+  std::string request = proxy_get(url, {"X-Pad: "});
+  request.insert(request.find("X-Pad: ") + 7, 16384 - request.size(), 'p');
+  ASSERT_EQ(request.size(), 16384u);
+  proxy::Socket client = send_request(proxy_port(), request);
+  client.shutdown_write();
+  std::optional<HttpResponse> r = read_response(client, kDeadline);
+  ASSERT_TRUE(r.has_value()) << "the head before the FIN was thrown away";
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, harness::deterministic_bytes(10));
+}
+
 // With a descriptor limit far below --max-connections, clients past what the limit allows get a
 // 503 from the connection cap at once, instead of waiting unanswered in the listen backlog while
 // accept fails with EMFILE.
@@ -713,10 +755,21 @@ TEST_P(TunedStage, KeepsNoOriginConnectionAfterACutOrCloseDelimitedBody) {
   EXPECT_EQ(metrics()["proxy_origin_connections_reused_total"], 0);
 }
 
+// A HEAD response declares a body it does not send; an origin that sent it late would have it
+// read as the next response on a kept connection (RFC 9112 §6.3): such a connection is not kept.
+TEST_P(TunedStage, KeepsNoOriginConnectionAfterAHeadResponseThatDeclaresABody) {
+  start_stage({"--workers", "1"});
+  HttpResponse head = exchange(proxy_port(), "HEAD " + origin_url("/bytes/10") +
+                                                 " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(head.status, 200);
+  ASSERT_EQ(fetch(proxy_port(), origin_url("/bytes/5")).status, 200);
+  EXPECT_EQ(origin_->connections_accepted(), 2u);
+}
+
 TEST(Stage4Help, DocumentsEveryFlagWithItsUnit) {
   for (const std::string& stage : built_stages()) {
     if (stage != "stage4-tuned") continue;
-    FILE* pipe = ::popen((binary_path(stage) + " --help").c_str(), "r");
+    FILE* pipe = ::popen((harness::shell_command(binary_path(stage)) + " --help").c_str(), "r");
     ASSERT_NE(pipe, nullptr);
     std::string text;
     char buf[4096];

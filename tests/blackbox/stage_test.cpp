@@ -492,7 +492,7 @@ INSTANTIATE_TEST_SUITE_P(Stages, StageTest, ::testing::ValuesIn(built_stages()),
 
 TEST(StageHelp, EveryStageDocumentsItsFlags) {
   for (const std::string& stage : built_stages()) {
-    std::string command = binary_path(stage) + " --help";
+    std::string command = harness::shell_command(binary_path(stage)) + " --help";
     FILE* pipe = ::popen(command.c_str(), "r");
     ASSERT_NE(pipe, nullptr);
     std::string text;

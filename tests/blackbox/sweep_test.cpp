@@ -41,8 +41,9 @@ TEST(TuningSweep, OnePointGivesACsvRowAndBothPlots) {
     }
   } cleanup{out};
   // `timeout` ends a hung sweep, so a hang fails the test instead of blocking it.
-  const std::string command = "timeout 120 '" + testing_support::binary_path("tuning-sweep") +
-                              "' --workers 2 --connections 4 --duration 1 --delay-ms 5 "
+  const std::string command = "timeout 120 " +
+                              harness::shell_command(testing_support::binary_path("tuning-sweep")) +
+                              " --workers 2 --connections 4 --duration 1 --delay-ms 5 "
                               "--wrk-threads 1 --out '" + out.string() + "' > '" +
                               (out / "stdout.txt").string() + "' 2> '" +
                               (out / "stderr.txt").string() + "'";
