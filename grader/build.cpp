@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-#include "shell_command.h"
+#include "run_command.h"
 #include "support.h"
 
 namespace grader {

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "build.h"
-#include "shell_command.h"
+#include "run_command.h"
 #include "support.h"
 #include "traps.h"
 

@@ -7,7 +7,7 @@
 #include <sstream>
 #include <vector>
 
-#include "shell_command.h"
+#include "run_command.h"
 
 namespace grader {
 

@@ -9,7 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "shell_command.h"
+#include "run_command.h"
 
 namespace bench {
 namespace {

@@ -1,4 +1,4 @@
-#include "shell_command.h"
+#include "run_command.h"
 
 #include <array>
 #include <cstdio>
