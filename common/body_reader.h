@@ -53,6 +53,11 @@ class ChunkedDecoder {
   Result decode(std::string_view input, std::string& out);
 
  private:
+  /// One byte of the coding outside chunk data (a size line, a CRLF, a trailer line), in the
+  /// current state: moves to the next state and returns true, or returns false when the byte
+  /// is malformed there. decode() consumes the byte on true.
+  bool framing_byte(char c);
+
   enum class State { size, extension, size_lf, data, data_cr, data_lf, trailer, trailer_lf, done };
   State state_ = State::size;
   std::uint64_t remaining_ = 0;

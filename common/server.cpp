@@ -41,18 +41,12 @@ void add_server_options(CLI::App& app, ServerConfig& config) {
   app.add_option("--cache-policy", config.cache_policy, "Cache eviction policy")
       ->check(CLI::IsMember(cache_policy_names()))
       ->capture_default_str();
-  auto millis = [&app](const std::string& name, Millis& value, const std::string& help) {
-    app.add_option_function<long>(
-           name, [&value](long ms) { value = Millis{ms}; }, help)
-        ->check(CLI::Range(1L, 3'600'000L))
-        ->default_str(std::to_string(value.count()));
-  };
-  millis("--client-timeout-ms", config.proxy.client_timeout,
-         "Deadline for a client's request head, in ms (408 after it)");
-  millis("--connect-timeout-ms", config.proxy.connect_timeout,
-         "Deadline for connecting to the origin, in ms (504 after it)");
-  millis("--origin-timeout-ms", config.proxy.origin_timeout,
-         "Deadline for each read from the origin, in ms (504 before the first byte)");
+  add_millis_option(app, "--client-timeout-ms", config.proxy.client_timeout,
+                    "Deadline for a client's request head, in ms (408 after it)");
+  add_millis_option(app, "--connect-timeout-ms", config.proxy.connect_timeout,
+                    "Deadline for connecting to the origin, in ms (504 after it)");
+  add_millis_option(app, "--origin-timeout-ms", config.proxy.origin_timeout,
+                    "Deadline for each read from the origin, in ms (504 before the first byte)");
   // Methods and tunnels (docs/using-the-proxy.md, "Methods, tunnels and response framing").
   app.add_option("--max-request-body-bytes", config.proxy.max_request_body,
                  "Largest request body forwarded, in bytes (413 past it). The first MiB is read "
@@ -71,9 +65,10 @@ void add_server_options(CLI::App& app, ServerConfig& config) {
       ->delimiter(',')
       ->check(CLI::Range(1, 65535))
       ->default_str("443");
-  millis("--tunnel-idle-timeout-ms", config.proxy.tunnel_idle_timeout,
-         "A CONNECT tunnel with no byte either way for this long is closed, in ms. Stages 1-3: "
-         "a tunnel holds its thread (stage 1: the whole proxy) for its whole life");
+  add_millis_option(app, "--tunnel-idle-timeout-ms", config.proxy.tunnel_idle_timeout,
+                    "A CONNECT tunnel with no byte either way for this long is closed, in ms. "
+                    "Stages 1-3: a tunnel holds its thread (stage 1: the whole proxy) for its "
+                    "whole life");
   app.add_option("--allow", config.allow,
                  "Serve only clients in this CIDR range (e.g. 10.0.0.0/8, ::1); repeatable. "
                  "Others get 403. Default: every client that can reach --bind")
@@ -98,6 +93,20 @@ void add_server_options(CLI::App& app, ServerConfig& config) {
          "Last-Modified. 0 stores only explicitly fresh responses")
       ->check(CLI::Range(0L, 31'536'000L))
       ->default_str(std::to_string(config.proxy.heuristic_freshness.count()));
+}
+
+CLI::Option* add_count_option(CLI::App& app, const std::string& name, std::size_t& value,
+                              const std::string& help, std::size_t least, std::size_t most) {
+  return app.add_option(name, value, help)->check(CLI::Range(least, most))->capture_default_str();
+}
+
+CLI::Option* add_millis_option(CLI::App& app, const std::string& name, Millis& value,
+                               const std::string& help, long least, long most) {
+  return app
+      .add_option_function<long>(
+          name, [&value](long ms) { value = Millis{ms}; }, help)
+      ->check(CLI::Range(least, most))
+      ->default_str(std::to_string(value.count()));
 }
 
 Server::Server(const ServerConfig& config, std::unique_ptr<Cache> cache)

@@ -20,6 +20,7 @@
 
 namespace CLI {
 class App;
+class Option;
 }
 
 namespace proxy {
@@ -41,6 +42,17 @@ struct ServerConfig {
 /// --origin-timeout-ms) and --allow CIDR (repeatable), and for methods and tunnels
 /// --max-request-body-bytes, --connect-ports P,P (default 443), --tunnel-idle-timeout-ms.
 void add_server_options(CLI::App& app, ServerConfig& config);
+
+/// Adds the flag `name` (e.g. "--workers"), a count of threads, slots or connections from
+/// `least` to `most` read into `value`, with `value`'s default shown in --help. For a stage's
+/// own flags, so every stage words and checks them alike. Returns the option CLI11 made.
+CLI::Option* add_count_option(CLI::App& app, const std::string& name, std::size_t& value,
+                              const std::string& help, std::size_t least, std::size_t most);
+
+/// Adds the flag `name` (e.g. "--client-timeout-ms"): whole milliseconds from `least` to
+/// `most` read into `value`, with `value`'s default shown in --help. Returns the option.
+CLI::Option* add_millis_option(CLI::App& app, const std::string& name, Millis& value,
+                               const std::string& help, long least = 1, long most = 3'600'000);
 
 /// A running proxy's shared state, and the entry points every stage uses: accept a client,
 /// admit it (the --allow check), serve a connection or one request of it, finish.

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "run_command.h"
 #include "support.h"
 
 namespace grader {
@@ -106,14 +107,8 @@ void build_submission(const std::string& source, const std::string& dir, const s
 }
 
 bool offers_workers(const std::string& binary) {
-  std::string cmd = shell_quote(binary) + " --help 2>&1";
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (!pipe) return false;
-  std::string out;
-  char buf[4096];
-  while (std::size_t n = std::fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
-  ::pclose(pipe);
-  return out.find("--workers") != std::string::npos;
+  return harness::run_command(shell_quote(binary) + " --help 2>&1").text.find("--workers") !=
+         std::string::npos;
 }
 
 }  // namespace grader

@@ -19,16 +19,12 @@ using json = nlohmann::json;
 
 // ---- correctness ---------------------------------------------------------------------------
 
-RunOutcome check_correctness(const CheckSpec&, const StageInfo& stage, const CheckContext& ctx) {
-  harness::OriginServer origin;
-  auto url = [&](const std::string& path) {
-    return "http://127.0.0.1:" + std::to_string(origin.port()) + path;
-  };
-  Launched proxy = launch(stage, "release", {"--origin-timeout-ms", "1500"}, ctx, "correctness");
-  const std::uint16_t port = proxy.process->port();
-  Verdict v;
-  std::string err;
+namespace {
 
+// Text, binary (under and over the cache's object limit) and chunked bodies arrive byte-exact.
+void expect_bodies(Verdict& v, std::uint16_t port, const std::string& origin) {
+  auto url = [&](const std::string& path) { return origin + path; };
+  std::string err;
   if (auto r = try_fetch(port, url("/anything/text?x=1"), err)) {
     v.expect(r->status == 200 && r->body.find("\"target\":\"/anything/text?x=1\"") !=
                                      std::string::npos,
@@ -53,11 +49,21 @@ RunOutcome check_correctness(const CheckSpec&, const StageInfo& stage, const Che
   } else {
     v.expect(false, "chunked: /stream-bytes/20000", err);
   }
+}
+
+// What the origin receives: Host names it, Connection: close (or none, for stage 4's kept origin
+// connections), end-to-end fields kept and hop-by-hop ones dropped; and the client's response
+// carries X-Cache.
+void expect_header_rewriting(Verdict& v, const StageInfo& stage, std::uint16_t port,
+                             std::uint16_t origin_port) {
+  const std::string origin = "http://127.0.0.1:" + std::to_string(origin_port);
+  auto url = [&](const std::string& path) { return origin + path; };
+  std::string err;
   if (auto r = try_fetch(port, url("/headers"), err, 10s,
                          {"User-Agent: grader/1", "Proxy-Connection: keep-alive",
                           "Keep-Alive: 300", "Connection: keep-alive", "X-End-To-End: kept"})) {
     const std::string& sent = r->body;
-    const std::string host = "Host: 127.0.0.1:" + std::to_string(origin.port()) + "\r\n";
+    const std::string host = "Host: 127.0.0.1:" + std::to_string(origin_port) + "\r\n";
     v.expect(sent.find(host) != std::string::npos, "header rewriting: Host names the origin",
              "the origin received:\n" + sent);
     // Stages 1-3 use an origin connection once and say so; stage 4 may keep its origin
@@ -85,6 +91,13 @@ RunOutcome check_correctness(const CheckSpec&, const StageInfo& stage, const Che
   } else {
     v.expect(false, "header rewriting: GET /headers", err);
   }
+}
+
+// Malformed, unsupported, unreachable and silent origins get 400, 501, 502 and 504, and the
+// stage serves on after them.
+void expect_error_statuses(Verdict& v, std::uint16_t port, const std::string& origin) {
+  auto url = [&](const std::string& path) { return origin + path; };
+  std::string err;
   auto expect_status = [&](const std::string& what, const std::string& request, int status) {
     try {
       HttpResponse r = testing_support::exchange(port, request, 10s);
@@ -108,6 +121,19 @@ RunOutcome check_correctness(const CheckSpec&, const StageInfo& stage, const Che
   } else {
     v.expect(false, "still serving after the errors", err);
   }
+}
+
+}  // namespace
+
+RunOutcome check_correctness(const CheckSpec&, const StageInfo& stage, const CheckContext& ctx) {
+  harness::OriginServer origin;
+  const std::string base = "http://127.0.0.1:" + std::to_string(origin.port());
+  Launched proxy = launch(stage, "release", {"--origin-timeout-ms", "1500"}, ctx, "correctness");
+  const std::uint16_t port = proxy.process->port();
+  Verdict v;
+  expect_bodies(v, port, base);
+  expect_header_rewriting(v, stage, port, origin.port());
+  expect_error_statuses(v, port, base);
   expect_clean_stop(v, proxy);
   return {v.passed(), v.text(), {}};
 }

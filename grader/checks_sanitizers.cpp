@@ -74,6 +74,190 @@ struct StressRun {
   [[nodiscard]] bool served_nothing() const { return hung || completed == 0; }
 };
 
+/// The path a stress client asks for on its `k`th request: half are hits on three objects,
+/// the rest misses, slow misses (a delayed origin) and large objects that evict each other.
+std::string stress_path(int client, long k) {
+  const std::string id = std::to_string(client) + "-" + std::to_string(k);
+  switch ((k + client) % 10) {
+    case 0: case 1: case 2: case 3: case 4: return "/bytes/3000?hit=" + std::to_string(k % 3);
+    case 5: case 6: return "/bytes/1500?miss=" + id;
+    case 7: return "/delay/20/bytes/800?slow=" + id;
+    default: return "/bytes/6000?evict=" + std::to_string(k % 8);
+  }
+}
+
+/// The stress load: `clients` threads, each sending stress_path requests one after another
+/// through the proxy until stopped, holding back while paused (the lull). Counts what
+/// completed and failed, and when a response last completed, for the watchdog.
+/// Thread-safety: the observers and pause/resume may be called from any thread; stop() and
+/// the destructor join the client threads.
+class StressLoad {
+ public:
+  StressLoad(int clients, std::uint16_t port, std::string base)
+      : port_(port), base_(std::move(base)) {
+    for (int t = 0; t < clients; ++t) threads_.emplace_back([this, t] { client(t); });
+  }
+  ~StressLoad() { stop(); }
+  StressLoad(const StressLoad&) = delete;
+  StressLoad& operator=(const StressLoad&) = delete;
+
+  /// Ends the load and joins the client threads. Idempotent.
+  void stop() {
+    stop_ = true;
+    threads_.clear();
+  }
+  void pause() { paused_ = true; }
+  /// Ends the lull; the watchdog counts its stall time from now.
+  void resume() {
+    last_progress_.store(Clock::now().time_since_epoch().count());
+    paused_ = false;
+  }
+  [[nodiscard]] int in_flight() const { return in_flight_.load(); }
+  [[nodiscard]] long completed() const { return completed_.load(); }
+  [[nodiscard]] long errors() const { return errors_.load(); }
+  /// Seconds since a response last completed (or since the load started or resumed).
+  [[nodiscard]] double seconds_since_progress() const {
+    Clock::time_point last{Clock::duration(last_progress_.load())};
+    return std::chrono::duration<double>(Clock::now() - last).count();
+  }
+
+ private:
+  void client(int t) {
+    for (long k = 0; !stop_.load(); ++k) {
+      while (paused_.load() && !stop_.load()) {
+        std::this_thread::sleep_for(5ms);  // the lull in the load profile
+      }
+      in_flight_.fetch_add(1);
+      struct Done {
+        std::atomic<int>& count;
+        ~Done() { count.fetch_sub(1); }
+      } done{in_flight_};
+      try {
+        proxy::Socket s = testing_support::send_request(
+            port_, testing_support::proxy_get(base_ + stress_path(t, k)));
+        auto r = testing_support::read_response(s, 120s);
+        if (r && r->complete) {
+          completed_.fetch_add(1);
+          last_progress_.store(Clock::now().time_since_epoch().count());
+        } else {
+          errors_.fetch_add(1);
+        }
+      } catch (const std::exception&) {
+        errors_.fetch_add(1);
+        if (stop_.load()) break;
+        std::this_thread::sleep_for(5ms);  // refused: the stage is stopping; back off a little
+      }
+    }
+  }
+
+  const std::uint16_t port_;
+  const std::string base_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> paused_{false};
+  std::atomic<int> in_flight_{0};
+  std::atomic<long> completed_{0}, errors_{0};
+  std::atomic<Clock::rep> last_progress_{Clock::now().time_since_epoch().count()};
+  std::vector<std::jthread> threads_;  // last: joined (by stop) before the fields above go
+};
+
+/// How long each phase of a stress run may take, from the check's params.
+struct StressTimes {
+  double load_s;   ///< how long the load runs (at least)
+  double stall_s;  ///< no response for this long under load is a hang
+  double exit_s;   ///< still running this long after SIGTERM is a hang
+  std::chrono::milliseconds lull;  ///< the idle period halfway through
+};
+
+/// Records a hang in `run`: when it was seen, and every thread's stack from gdb (kept in full
+/// in the work directory, condensed in the run).
+void record_hang(StressRun& run, const std::string& when, pid_t pid, const CheckContext& ctx,
+                 const std::string& tag) {
+  run.hung = true;
+  run.hang_when = when;
+  const std::string stacks = thread_stacks(pid, ctx.gdb);
+  run.stacks_path = ctx.work_dir + "/" + tag + ".stacks";
+  std::ofstream(run.stacks_path) << stacks;
+  run.stacks = condense_gdb_stacks(stacks);
+}
+
+/// The watchdog over the load: returns once the load has run its time and responses are
+/// flowing (one in the last second), or with `run` marked hung or died_early. A stage that
+/// stopped answering gets stall_s to recover before it is called hung, however short the
+/// load. Halfway, a lull: no request at all until every worker has gone idle and waits for
+/// work, then the load comes back. A lost wakeup (a push nobody is told about) only shows
+/// when every worker is asleep; a busy pool hides it.
+void watch_load(StressLoad& load, harness::Process& process, const StressTimes& times,
+                const CheckContext& ctx, const std::string& tag, StressRun& run) {
+  const std::string stalled_text = "under load: no response completed for " +
+                                   std::to_string(int(times.stall_s)) +
+                                   " s while the process was alive";
+  auto stalled = [&] { return load.seconds_since_progress() > times.stall_s; };
+  const auto start = Clock::now();
+  bool lull_done = false;
+  for (;;) {
+    if (!process.running()) {
+      run.died_early = true;
+      return;
+    }
+    if (stalled()) return record_hang(run, stalled_text, process.pid(), ctx, tag);
+    if (!lull_done && seconds_since(start) >= times.load_s / 2) {
+      lull_done = true;
+      load.pause();
+      // In-flight requests must finish on their own; if they stall, that is the hang.
+      const bool drained = eventually(
+          [&] { return load.in_flight() == 0 || stalled() || !process.running(); },
+          std::chrono::seconds(int(times.stall_s) + 5));
+      if (!process.running()) {
+        run.died_early = true;
+        return;
+      }
+      if (!drained || load.in_flight() != 0) {
+        return record_hang(run, stalled_text, process.pid(), ctx, tag);
+      }
+      std::this_thread::sleep_for(times.lull);  // the idle period itself, not a wait for a condition
+      load.resume();
+    }
+    if (seconds_since(start) >= times.load_s && load.seconds_since_progress() < 1.0) return;
+    std::this_thread::sleep_for(50ms);  // the watchdog's polling period
+  }
+}
+
+/// Pool stages: makes the stop land on a full house — every worker busy with a slow origin,
+/// the queue full and the accept loop holding one more client, the paths a shutdown bug
+/// hides in. Returns the slow clients' sockets (kept open until the stage is gone) and sets
+/// run.full_at_stop when the stage's descriptors show the house full.
+std::vector<proxy::Socket> fill_the_house(const json& params, std::uint16_t port,
+                                          const std::string& base, pid_t pid,
+                                          std::size_t idle_fds, StressRun& run) {
+  std::vector<proxy::Socket> slow;
+  const int workers = params.value("workers", 2), queue = params.value("queue", 2);
+  for (int i = 0; i < workers; ++i) {
+    try {
+      slow.push_back(testing_support::send_request(
+          port, testing_support::proxy_get(base + "/delay/2000/bytes/100?at-stop=" +
+                                           std::to_string(i))));
+    } catch (const std::exception&) {
+    }
+  }
+  const std::size_t full = idle_fds + 2 * workers + queue + 1;
+  run.full_at_stop = eventually([&] { return fd_count(pid) >= full; }, 5s);
+  return slow;
+}
+
+/// SIGTERM, then a wait of up to exit_s for the stage to exit; still running is a hang.
+void terminate(harness::Process& process, double exit_s, const CheckContext& ctx,
+               const std::string& tag, StressRun& run) {
+  process.send_signal(SIGTERM);
+  const auto term = Clock::now();
+  while (process.running() && seconds_since(term) < exit_s) {
+    std::this_thread::sleep_for(50ms);
+  }
+  if (process.running()) {
+    record_hang(run, "after SIGTERM: still running " + std::to_string(int(exit_s)) + " s later",
+                process.pid(), ctx, tag);
+  }
+}
+
 /// Concurrent clients send a mix of hits, misses, delayed misses and objects that evict each
 /// other; a watchdog notices when responses stop arriving; SIGTERM lands in the middle of it.
 StressRun stress(const StageInfo& stage, const std::string& build, const json& params,
@@ -85,149 +269,27 @@ StressRun stress(const StageInfo& stage, const std::string& build, const json& p
                              "--max-object-bytes",
                              std::to_string(params.value("max_object_bytes", 8000))});
   Launched proxy = launch(stage, build, flags, ctx, tag);
-  const std::uint16_t port = proxy.process->port();
-  const pid_t pid = proxy.process->pid();
+  harness::Process& process = *proxy.process;
+  const std::uint16_t port = process.port();
+  const pid_t pid = process.pid();
   const std::size_t idle_fds = fd_count(pid);
-  const int clients = params.value("clients", 12);
-  const double load_s = params.value(ctx.quick ? "quick_seconds" : "seconds", 3.0);
-  const double stall_s = params.value("stall_seconds", 8.0);
-  const double exit_s = params.value("exit_seconds", 15.0);
+  const StressTimes times{params.value(ctx.quick ? "quick_seconds" : "seconds", 3.0),
+                          params.value("stall_seconds", 8.0), params.value("exit_seconds", 15.0),
+                          std::chrono::milliseconds(params.value("lull_ms", 300))};
 
-  std::atomic<bool> stop{false};
-  std::atomic<bool> paused{false};
-  std::atomic<int> in_flight{0};
-  std::atomic<long> completed{0}, errors{0};
-  std::atomic<Clock::rep> last_progress{Clock::now().time_since_epoch().count()};
-  std::vector<std::jthread> threads;
-  for (int t = 0; t < clients; ++t) {
-    threads.emplace_back([&, t] {
-      for (long k = 0; !stop.load(); ++k) {
-        while (paused.load() && !stop.load()) {
-          std::this_thread::sleep_for(5ms);  // the lull in the load profile
-        }
-        in_flight.fetch_add(1);
-        struct Done {
-          std::atomic<int>& count;
-          ~Done() { count.fetch_sub(1); }
-        } done{in_flight};
-        std::string id = std::to_string(t) + "-" + std::to_string(k);
-        std::string path;
-        switch ((k + t) % 10) {
-          case 0: case 1: case 2: case 3: case 4:
-            path = "/bytes/3000?hit=" + std::to_string(k % 3); break;
-          case 5: case 6: path = "/bytes/1500?miss=" + id; break;
-          case 7: path = "/delay/20/bytes/800?slow=" + id; break;
-          default: path = "/bytes/6000?evict=" + std::to_string(k % 8); break;
-        }
-        try {
-          proxy::Socket s =
-              testing_support::send_request(port, testing_support::proxy_get(base + path));
-          auto r = testing_support::read_response(s, 120s);
-          if (r && r->complete) {
-            completed.fetch_add(1);
-            last_progress.store(Clock::now().time_since_epoch().count());
-          } else {
-            errors.fetch_add(1);
-          }
-        } catch (const std::exception&) {
-          errors.fetch_add(1);
-          if (stop.load()) break;
-          std::this_thread::sleep_for(5ms);  // refused: the stage is stopping; back off a little
-        }
-      }
-    });
-  }
+  StressLoad load(params.value("clients", 12), port, base);
   StressRun run;
-  auto stalled = [&] {
-    Clock::time_point last{Clock::duration(last_progress.load())};
-    return std::chrono::duration<double>(Clock::now() - last).count() > stall_s;
-  };
-  auto hang = [&](const std::string& when) {
-    run.hung = true;
-    run.hang_when = when;
-    const std::string stacks = thread_stacks(proxy.process->pid(), ctx.gdb);
-    run.stacks_path = ctx.work_dir + "/" + tag + ".stacks";
-    std::ofstream(run.stacks_path) << stacks;
-    run.stacks = condense_gdb_stacks(stacks);
-  };
-  auto since_progress = [&] {
-    Clock::time_point last{Clock::duration(last_progress.load())};
-    return std::chrono::duration<double>(Clock::now() - last).count();
-  };
-  const auto start = Clock::now();
-  // Halfway, a lull: no request at all until every worker has gone idle and waits for work,
-  // then the load comes back. A lost wakeup (a push nobody is told about) only shows when
-  // every worker is asleep; a busy pool hides it.
-  bool lull_done = false;
-  const auto lull = std::chrono::milliseconds(params.value("lull_ms", 300));
-  // The load lasts load_s, and then until responses are flowing (one in the last second):
-  // a stage that stopped answering is given stall_s to recover before the watchdog calls it
-  // a hang, however short the load.
-  for (;;) {
-    if (!proxy.process->running()) {
-      run.died_early = true;
-      break;
-    }
-    if (stalled()) {
-      hang("under load: no response completed for " + std::to_string(int(stall_s)) +
-           " s while the process was alive");
-      break;
-    }
-    if (!lull_done && seconds_since(start) >= load_s / 2) {
-      lull_done = true;
-      paused = true;
-      // In-flight requests must finish on their own; if they stall, that is the hang.
-      const bool drained = eventually(
-          [&] { return in_flight.load() == 0 || stalled() || !proxy.process->running(); },
-          std::chrono::seconds(int(stall_s) + 5));
-      if (!proxy.process->running()) {
-        run.died_early = true;
-        break;
-      }
-      if (!drained || in_flight.load() != 0) {
-        hang("under load: no response completed for " + std::to_string(int(stall_s)) +
-             " s while the process was alive");
-        break;
-      }
-      std::this_thread::sleep_for(lull);  // the idle period itself, not a wait for a condition
-      last_progress.store(Clock::now().time_since_epoch().count());
-      paused = false;
-    }
-    if (seconds_since(start) >= load_s && since_progress() < 1.0) break;
-    std::this_thread::sleep_for(50ms);  // the watchdog's polling period
-  }
-  // The stop lands on a full house: every worker busy with a slow origin, the queue full and
-  // the accept loop holding one more client -- the paths a shutdown bug hides in.
+  watch_load(load, process, times, ctx, tag, run);
   std::vector<proxy::Socket> slow;
   if (!run.hung && !run.died_early && stage.pool) {
-    const int workers = params.value("workers", 2), queue = params.value("queue", 2);
-    for (int i = 0; i < workers; ++i) {
-      try {
-        slow.push_back(testing_support::send_request(
-            port, testing_support::proxy_get(base + "/delay/2000/bytes/100?at-stop=" +
-                                             std::to_string(i))));
-      } catch (const std::exception&) {
-      }
-    }
-    const std::size_t full = idle_fds + 2 * workers + queue + 1;
-    run.full_at_stop = eventually([&] { return fd_count(pid) >= full; }, 5s);
+    slow = fill_the_house(params, port, base, pid, idle_fds, run);
   }
-  run.errors_before_stop = errors.load();
-  if (!run.hung && !run.died_early) {
-    proxy.process->send_signal(SIGTERM);
-    const auto term = Clock::now();
-    while (proxy.process->running() && seconds_since(term) < exit_s) {
-      std::this_thread::sleep_for(50ms);
-    }
-    if (proxy.process->running()) {
-      hang("after SIGTERM: still running " + std::to_string(int(exit_s)) + " s later");
-    }
-  }
-  run.status = proxy.process->stop(0ms);  // SIGKILL if still alive
-  stop = true;
-  threads.clear();
-  run.completed = completed.load();
-  run.errors = errors.load();
+  run.errors_before_stop = load.errors();
+  if (!run.hung && !run.died_early) terminate(process, times.exit_s, ctx, tag, run);
+  run.status = process.stop(0ms);  // SIGKILL if still alive
+  load.stop();
+  run.completed = load.completed();
+  run.errors = load.errors();
   run.log = proxy.log();
   run.log_path = proxy.stderr_path;
   run.valgrind_path = proxy.valgrind_log;

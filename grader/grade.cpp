@@ -67,19 +67,17 @@ RunOutcome run_isolated(const CheckSpec& spec, const StageInfo& stage, const Che
   }
 }
 
-}  // namespace
+/// One check to run on one stage.
+struct Planned {
+  const CheckSpec* spec;
+  StageInfo* stage;
+};
 
-/// Grades `stages` with `checks`, printing progress; returns one result per (stage, check).
-std::vector<CheckResult> grade_stages(const std::vector<CheckSpec>& checks,
-                                      std::vector<StageInfo>& stages, CheckContext ctx,
-                                      const Rubric& rubric, const std::string& out_dir,
-                                      Clock::time_point start, bool stop_at_first_failure) {
-  struct Planned {
-    const CheckSpec* spec;
-    StageInfo* stage;
-  };
+/// Every check on every stage it applies to, stage by stage; throughput last, since it
+/// compares stages with each other once all are measured.
+std::vector<Planned> plan_checks(const std::vector<CheckSpec>& checks,
+                                 std::vector<StageInfo>& stages) {
   std::vector<Planned> plan;
-  // Throughput last: it compares stages with each other once all are measured.
   for (int pass = 0; pass < 2; ++pass) {
     for (StageInfo& stage : stages) {
       for (const CheckSpec& spec : checks) {
@@ -89,80 +87,128 @@ std::vector<CheckResult> grade_stages(const std::vector<CheckSpec>& checks,
       }
     }
   }
-  double estimate_total = 0;
-  for (const Planned& p : plan) estimate_total += p.spec->estimate_s * p.spec->repeats;
-  double estimate_done = 0;
-  const double started_at = std::chrono::duration<double>(Clock::now() - start).count();
+  return plan;
+}
 
+/// The progress line on stderr, with an ETA from the checks' estimates scaled by how fast the
+/// estimated work has gone so far.
+class Progress {
+ public:
+  Progress(const std::vector<Planned>& plan, Clock::time_point start)
+      : start_(start), started_at_(elapsed_since(start)) {
+    for (const Planned& p : plan) estimate_total_ += p.spec->estimate_s * p.spec->repeats;
+  }
+  void starting(const StageInfo& stage, const CheckSpec& spec, int run) const {
+    const double elapsed = elapsed_since(start_);
+    const double rate = estimate_done_ > 0 ? (elapsed - started_at_) / estimate_done_ : 1.0;
+    const double eta = (estimate_total_ - estimate_done_) * std::max(rate, 0.5);
+    std::fprintf(stderr, "[grade %7s | ETA %7s] %-18s %-17s run %d/%d\n",
+                 format_duration(elapsed).c_str(), format_duration(eta).c_str(),
+                 stage.dir.c_str(), spec.id.c_str(), run + 1, spec.repeats);
+  }
+  /// `runs` runs of `spec` are done (or will not happen).
+  void done(const CheckSpec& spec, int runs) { estimate_done_ += spec.estimate_s * runs; }
+
+ private:
+  static double elapsed_since(Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  }
+  Clock::time_point start_;
+  double started_at_;
+  double estimate_total_ = 0;
+  double estimate_done_ = 0;
+};
+
+/// Runs `spec` on `stage` up to spec.repeats times, each in a process of its own with a log
+/// folder of its own, stopping at the first failed run. Fills in `result`'s passed and output;
+/// a throughput run's measurements go to `measured`.
+void run_repeats(const CheckSpec& spec, const StageInfo& stage, const CheckContext& ctx,
+                 const std::string& out_dir, Progress& progress,
+                 std::map<std::string, json>& measured, CheckResult& result) {
+  result.passed = true;
+  for (int r = 0; r < spec.repeats; ++r) {
+    progress.starting(stage, spec, r);
+    CheckContext run_ctx = ctx;
+    run_ctx.run = r;
+    run_ctx.work_dir = out_dir + "/logs/" + safe_name(stage.dir) + "/" + spec.id + "-" +
+                       std::to_string(r + 1);
+    fs::create_directories(run_ctx.work_dir);
+    RunOutcome outcome = run_isolated(spec, stage, run_ctx);
+    progress.done(spec, 1);
+    if (spec.repeats > 1) result.output += "--- run " + std::to_string(r + 1) + " ---\n";
+    result.output += outcome.output;
+    if (spec.id == "throughput") measured[stage.dir] = outcome.data;
+    if (!outcome.passed) {
+      result.passed = false;
+      progress.done(spec, spec.repeats - r - 1);
+      break;  // one failing run is enough evidence; the rest would repeat it
+    }
+  }
+}
+
+/// One (stage, check) graded: run, or failed for want of a build; a failure the rubric expects
+/// of this stage (its lesson) is marked so.
+CheckResult grade_one(const CheckSpec& spec, const StageInfo& stage, const CheckContext& ctx,
+                      const std::string& out_dir, Progress& progress,
+                      std::map<std::string, json>& measured) {
+  CheckResult result{stage.dir, spec.id, spec.name, 0, spec.points, false, spec.visibility, "", 0,
+                     false};
+  const auto check_start = Clock::now();
+  if (stage.binaries.count(spec.build) == 0) {
+    auto errors = stage.build_errors.find(spec.build);
+    result.output = "The " + spec.build + " build of " + stage.dir + " failed, so this check " +
+                    "could not run. The compiler said:\n" +
+                    (errors != stage.build_errors.end() ? errors->second : "(no log)");
+  } else {
+    run_repeats(spec, stage, ctx, out_dir, progress, measured, result);
+  }
+  auto lesson = spec.expected_to_fail.find(stage.dir);
+  if (!result.passed && lesson != spec.expected_to_fail.end()) {
+    result.expected_failure = true;
+    result.output = "EXPECTED: " + lesson->second + "\n\n" + result.output;
+  }
+  result.score = result.passed ? spec.points : 0;
+  result.seconds = std::chrono::duration<double>(Clock::now() - check_start).count();
+  return result;
+}
+
+/// Adds to each throughput result (`throughput_index`: stage -> index in `results`) how the
+/// stage compares with the others measured in this run, failing it where a ratio falls short.
+void compare_throughput(const Rubric& rubric, const std::map<std::string, json>& measured,
+                        const std::map<std::string, std::size_t>& throughput_index,
+                        std::vector<CheckResult>& results) {
+  auto verdicts = judge_throughput(rubric.throughput, measured);
+  for (const auto& [stage, index] : throughput_index) {
+    CheckResult& r = results[index];
+    auto v = verdicts.find(stage);
+    if (v == verdicts.end()) continue;
+    r.output += v->second.output.empty()
+                    ? "  (no ratio threshold names this stage in this run: the floor alone applies)\n"
+                    : "\nCompared with the other stages of this run:\n" + v->second.output;
+    if (!v->second.passed) r.passed = false;
+    r.score = r.passed ? r.max_score : 0;
+  }
+}
+
+}  // namespace
+
+/// Grades `stages` with `checks`, printing progress; returns one result per (stage, check).
+std::vector<CheckResult> grade_stages(const std::vector<CheckSpec>& checks,
+                                      std::vector<StageInfo>& stages, CheckContext ctx,
+                                      const Rubric& rubric, const std::string& out_dir,
+                                      Clock::time_point start, bool stop_at_first_failure) {
+  const std::vector<Planned> plan = plan_checks(checks, stages);
+  Progress progress(plan, start);
   std::vector<CheckResult> results;
   std::map<std::string, json> measured;
   std::map<std::string, std::size_t> throughput_index;
-  for (std::size_t i = 0; i < plan.size(); ++i) {
-    const CheckSpec& spec = *plan[i].spec;
-    StageInfo& stage = *plan[i].stage;
-    CheckResult result{stage.dir, spec.id, spec.name, 0, spec.points, false, spec.visibility, "", 0,
-                       false};
-    const auto check_start = Clock::now();
-    auto built = stage.binaries.find(spec.build);
-    if (built == stage.binaries.end()) {
-      auto errors = stage.build_errors.find(spec.build);
-      result.output = "The " + spec.build + " build of " + stage.dir + " failed, so this check " +
-                      "could not run. The compiler said:\n" +
-                      (errors != stage.build_errors.end() ? errors->second : "(no log)");
-    } else {
-      std::string outputs;
-      bool passed = true;
-      for (int r = 0; r < spec.repeats; ++r) {
-        double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-        double rate = estimate_done > 0 ? (elapsed - started_at) / estimate_done : 1.0;
-        double eta = (estimate_total - estimate_done) * std::max(rate, 0.5);
-        std::fprintf(stderr, "[grade %7s | ETA %7s] %-18s %-17s run %d/%d\n",
-                     format_duration(elapsed).c_str(), format_duration(eta).c_str(),
-                     stage.dir.c_str(), spec.id.c_str(), r + 1, spec.repeats);
-        CheckContext run_ctx = ctx;
-        run_ctx.run = r;
-        run_ctx.work_dir = out_dir + "/logs/" + safe_name(stage.dir) + "/" + spec.id + "-" +
-                           std::to_string(r + 1);
-        fs::create_directories(run_ctx.work_dir);
-        RunOutcome outcome = run_isolated(spec, stage, run_ctx);
-        estimate_done += spec.estimate_s;
-        if (spec.repeats > 1) outputs += "--- run " + std::to_string(r + 1) + " ---\n";
-        outputs += outcome.output;
-        if (spec.id == "throughput") measured[stage.dir] = outcome.data;
-        if (!outcome.passed) {
-          passed = false;
-          estimate_done += spec.estimate_s * (spec.repeats - r - 1);
-          break;  // one failing run is enough evidence; the rest would repeat it
-        }
-      }
-      result.passed = passed;
-      result.output = outputs;
-    }
-    auto lesson = spec.expected_to_fail.find(stage.dir);
-    if (!result.passed && lesson != spec.expected_to_fail.end()) {
-      result.expected_failure = true;
-      result.output = "EXPECTED: " + lesson->second + "\n\n" + result.output;
-    }
-    result.score = result.passed ? spec.points : 0;
-    result.seconds = std::chrono::duration<double>(Clock::now() - check_start).count();
-    if (spec.id == "throughput") throughput_index[stage.dir] = results.size();
-    results.push_back(result);
-    if (stop_at_first_failure && !result.passed) break;
+  for (const Planned& p : plan) {
+    const CheckSpec& spec = *p.spec;
+    if (spec.id == "throughput") throughput_index[p.stage->dir] = results.size();
+    results.push_back(grade_one(spec, *p.stage, ctx, out_dir, progress, measured));
+    if (stop_at_first_failure && !results.back().passed) break;
   }
-  if (!throughput_index.empty()) {
-    auto verdicts = judge_throughput(rubric.throughput, measured);
-    for (const auto& [stage, index] : throughput_index) {
-      CheckResult& r = results[index];
-      auto v = verdicts.find(stage);
-      if (v == verdicts.end()) continue;
-      r.output += v->second.output.empty()
-                      ? "  (no ratio threshold names this stage in this run: the floor alone applies)\n"
-                      : "\nCompared with the other stages of this run:\n" + v->second.output;
-      if (!v->second.passed) r.passed = false;
-      r.score = r.passed ? r.max_score : 0;
-    }
-  }
-  (void)rubric;
+  if (!throughput_index.empty()) compare_throughput(rubric, measured, throughput_index, results);
   return results;
 }
 

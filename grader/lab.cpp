@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "build.h"
+#include "run_command.h"
 #include "support.h"
 #include "traps.h"
 
@@ -30,13 +31,7 @@ std::vector<std::string> gtest_list(const std::string& binary, const std::string
   std::vector<std::string> tests;
   const std::string cmd = shell_quote(binary) + " --gtest_filter=" + shell_quote(filter) +
                           " --gtest_list_tests 2>/dev/null";
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (!pipe) return tests;
-  std::string text;
-  char buf[4096];
-  while (std::size_t n = std::fread(buf, 1, sizeof buf, pipe)) text.append(buf, n);
-  ::pclose(pipe);
-  std::stringstream in(text);
+  std::stringstream in(harness::run_command(cmd).text);
   std::string suite;
   for (std::string line; std::getline(in, line);) {
     if (line.empty()) continue;

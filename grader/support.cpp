@@ -7,6 +7,8 @@
 #include <sstream>
 #include <vector>
 
+#include "run_command.h"
+
 namespace grader {
 
 namespace fs = std::filesystem;
@@ -24,17 +26,9 @@ std::string slurp(const std::string& path) {
   return text.str();
 }
 
-/// Runs a shell command, returning its combined output (at most `limit` bytes kept).
 std::string run_capture(const std::string& command, std::size_t limit) {
-  std::string out;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (!pipe) return "(cannot run: " + command + ")";
-  std::array<char, 4096> buf;
-  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), pipe)) {
-    if (out.size() < limit) out.append(buf.data(), n);
-  }
-  ::pclose(pipe);
-  return out;
+  harness::CommandOutput out = harness::run_command(command + " 2>&1", limit);
+  return out.started ? out.text : "(cannot run: " + command + ")";
 }
 
 std::string format_duration(double s) {

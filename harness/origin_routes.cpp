@@ -153,19 +153,25 @@ std::optional<Plan> bytes_of(std::string_view n, Framing framing, Ending ending 
   return plan;
 }
 
+// For the routes that wrap another (/delay/MS[/PATH], /interim/CODE[/PATH]): the plan of PATH,
+// given as `rest` from the slash after the number on; or, with no PATH, one that names no route,
+// or the stats route, a 200 with `text`.
+Plan wrapped_plan(std::string_view rest, std::size_t slash, const RequestView& request,
+                  const std::string& text) {
+  std::optional<Plan> inner;
+  if (slash != std::string_view::npos) inner = route(rest.substr(slash), request);
+  if (inner && !inner->stats) return std::move(*inner);
+  Plan plan;
+  plan.reply = text_reply(200, text);
+  return plan;
+}
+
 // /delay/MS[/PATH]: PATH's answer (or a short text), MS milliseconds late.
 std::optional<Plan> delay_route(std::string_view rest, const RequestView& request) {
   auto slash = rest.find('/');
   auto ms = parse_number(rest.substr(0, slash), kMaxDelayMs);
   if (!ms) return std::nullopt;
-  std::optional<Plan> inner;
-  if (slash != std::string_view::npos) inner = route(rest.substr(slash), request);
-  Plan plan;
-  if (inner && !inner->stats) {
-    plan = std::move(*inner);
-  } else {
-    plan.reply = text_reply(200, "delayed " + std::to_string(*ms) + " ms\n");
-  }
+  Plan plan = wrapped_plan(rest, slash, request, "delayed " + std::to_string(*ms) + " ms\n");
   plan.delay_ms = std::min(kMaxDelayMs, plan.delay_ms + *ms);
   return plan;
 }
@@ -297,14 +303,8 @@ std::optional<Plan> interim_route(std::string_view rest, const RequestView& requ
   auto slash = rest.find('/');
   auto code = parse_number(rest.substr(0, slash), 199);
   if (!code || *code < 100 || *code == 101) return std::nullopt;
-  std::optional<Plan> inner;
-  if (slash != std::string_view::npos) inner = route(rest.substr(slash), request);
-  Plan plan;
-  if (inner && !inner->stats) {
-    plan = std::move(*inner);
-  } else {
-    plan.reply = text_reply(200, "final response after a " + std::to_string(*code) + "\n");
-  }
+  Plan plan = wrapped_plan(rest, slash, request,
+                           "final response after a " + std::to_string(*code) + "\n");
   plan.reply.interim = "HTTP/1.1 " + std::to_string(*code) + " " +
                        std::string(proxy::reason_phrase(static_cast<int>(*code))) + "\r\n" +
                        (*code == 103 ? "Link: </style.css>; rel=preload; as=style\r\n" : "") +

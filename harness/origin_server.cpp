@@ -169,6 +169,9 @@ class OriginServer::Loop {
   };
 
   enum class WriteStatus { done, blocked, failed };
+  // What one step of a connection's state machine leaves: go on at once with its new phase, or
+  // wait for more events keeping the connection, or close it.
+  enum class Next { again, wait, close };
 
   void accept_clients();
   void on_connection_event(std::uint64_t id, std::uint32_t events);
@@ -179,6 +182,9 @@ class OriginServer::Loop {
 
   bool read_available(Connection& c);
   bool advance(Connection& c);
+  Next read_head(Connection& c);
+  Next read_body(Connection& c);
+  Next write_response(Connection& c);
   void dispatch(Connection& c);
   void begin_delay(Connection& c);
   void start_plan(Connection& c);
@@ -446,63 +452,14 @@ bool OriginServer::Loop::read_available(Connection& c) {
 // connection is finished and must be closed.
 bool OriginServer::Loop::advance(Connection& c) {
   for (;;) {
+    Next next = Next::again;
     switch (c.phase) {
-      case Phase::head: {
-        if (c.in.empty()) return !c.peer_eof;
-        auto parsed = proxy::parse_request(c.in, c.request);
-        if (parsed.status == proxy::ParseStatus::invalid) {
-          start_error(c, parsed.error_status != 0 ? parsed.error_status : 400);
-          continue;
-        }
-        if (parsed.status == proxy::ParseStatus::incomplete) {
-          if (c.in.size() >= kMaxBuffered) {
-            start_error(c, 431);
-            continue;
-          }
-          return !c.peer_eof;  // a head cut short by EOF is never answered
-        }
-        c.raw_fields =
-            std::string(raw_field_lines(std::string_view(c.in).substr(0, parsed.consumed)));
-        c.in.erase(0, parsed.consumed);
-        c.keep_alive = wants_keep_alive(c.request);
-        auto framing = proxy::request_body_framing(c.request);
-        if (!framing) {
-          start_error(c, 400);
-          continue;
-        }
-        if (framing->kind == proxy::BodyKind::none) {
-          dispatch(c);
-          continue;
-        }
-        if (framing->kind == proxy::BodyKind::content_length && framing->length > kMaxRequestBody) {
-          start_error(c, 413);
-          continue;
-        }
-        c.body_reader.emplace(*framing);
-        c.phase = Phase::body;
-        if (c.request.version_minor == 1 &&
-            proxy::field_has_token(c.request.fields, "Expect", "100-continue")) {
-          // Nothing else is queued for output while a request is read, so this small write
-          // cannot interleave with a response; if it does not fit, the client's own
-          // Expect timeout sends the body anyway.
-          static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-          [[maybe_unused]] auto sent = ::send(c.socket.fd(), kContinue.data(), kContinue.size(),
-                                              MSG_DONTWAIT | MSG_NOSIGNAL);
-        }
-        continue;
-      }
-      case Phase::body: {
-        auto fed = c.body_reader->feed(c.in, c.body);
-        c.in.erase(0, fed.consumed);
-        if (fed.error || c.body.size() > kMaxRequestBody) {
-          start_error(c, fed.error ? 400 : 413);
-          continue;
-        }
-        if (!fed.done) return !c.peer_eof;
-        c.body_reader.reset();
-        dispatch(c);
-        continue;
-      }
+      case Phase::head:
+        next = read_head(c);
+        break;
+      case Phase::body:
+        next = read_body(c);
+        break;
       case Phase::queued:
       case Phase::delayed:
         return true;
@@ -511,30 +468,93 @@ bool OriginServer::Loop::advance(Connection& c) {
         return !c.peer_eof;
       case Phase::dropped:
         return false;
-      case Phase::writing: {
-        if (c.write_blocked) return true;
-        WriteStatus status = pump(c);
-        if (status == WriteStatus::failed) return false;
-        if (status == WriteStatus::blocked) {
-          c.write_blocked = true;
-          return true;
-        }
-        const Ending ending = c.ending;
-        finish_request(c);
-        if (ending == Ending::reset) {
-          c.reset_on_close = true;
-          return false;
-        }
-        if (ending == Ending::close) {
-          c.socket.shutdown_write();
-          c.phase = Phase::lingering;
-          c.in.clear();
-          add_timer(c, kLingerTime);
-        }
-        continue;
-      }
+      case Phase::writing:
+        next = write_response(c);
+        break;
+    }
+    if (next != Next::again) return next == Next::wait;
+  }
+}
+
+// Phase::head: parses the request head once it is whole, then reads its body, dispatches it,
+// or answers an error.
+OriginServer::Loop::Next OriginServer::Loop::read_head(Connection& c) {
+  const Next more = c.peer_eof ? Next::close : Next::wait;  // a head cut short by EOF is never answered
+  if (c.in.empty()) return more;
+  auto parsed = proxy::parse_request(c.in, c.request);
+  if (parsed.status == proxy::ParseStatus::invalid) {
+    start_error(c, parsed.error_status != 0 ? parsed.error_status : 400);
+    return Next::again;
+  }
+  if (parsed.status == proxy::ParseStatus::incomplete) {
+    if (c.in.size() < kMaxBuffered) return more;
+    start_error(c, 431);
+    return Next::again;
+  }
+  c.raw_fields = std::string(raw_field_lines(std::string_view(c.in).substr(0, parsed.consumed)));
+  c.in.erase(0, parsed.consumed);
+  c.keep_alive = wants_keep_alive(c.request);
+  auto framing = proxy::request_body_framing(c.request);
+  if (!framing) {
+    start_error(c, 400);
+  } else if (framing->kind == proxy::BodyKind::none) {
+    dispatch(c);
+  } else if (framing->kind == proxy::BodyKind::content_length && framing->length > kMaxRequestBody) {
+    start_error(c, 413);
+  } else {
+    c.body_reader.emplace(*framing);
+    c.phase = Phase::body;
+    if (c.request.version_minor == 1 &&
+        proxy::field_has_token(c.request.fields, "Expect", "100-continue")) {
+      // Nothing else is queued for output while a request is read, so this small write
+      // cannot interleave with a response; if it does not fit, the client's own
+      // Expect timeout sends the body anyway.
+      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      [[maybe_unused]] auto sent = ::send(c.socket.fd(), kContinue.data(), kContinue.size(),
+                                          MSG_DONTWAIT | MSG_NOSIGNAL);
     }
   }
+  return Next::again;
+}
+
+// Phase::body: feeds the body reader; a whole body is dispatched, a malformed or too large one
+// answered 400 or 413.
+OriginServer::Loop::Next OriginServer::Loop::read_body(Connection& c) {
+  auto fed = c.body_reader->feed(c.in, c.body);
+  c.in.erase(0, fed.consumed);
+  if (fed.error || c.body.size() > kMaxRequestBody) {
+    start_error(c, fed.error ? 400 : 413);
+    return Next::again;
+  }
+  if (!fed.done) return c.peer_eof ? Next::close : Next::wait;
+  c.body_reader.reset();
+  dispatch(c);
+  return Next::again;
+}
+
+// Phase::writing: sends what the socket takes; a finished response ends as its plan says
+// (kept alive, closed after a linger, or reset).
+OriginServer::Loop::Next OriginServer::Loop::write_response(Connection& c) {
+  if (c.write_blocked) return Next::wait;
+  WriteStatus status = pump(c);
+  if (status == WriteStatus::failed) return Next::close;
+  if (status == WriteStatus::blocked) {
+    c.write_blocked = true;
+    return Next::wait;
+  }
+  const Ending ending = c.ending;
+  finish_request(c);
+  if (ending == Ending::reset) {
+    c.reset_on_close = true;
+    return Next::close;
+  }
+  if (ending == Ending::close) {
+    c.socket.shutdown_write();
+    c.phase = Phase::lingering;
+    c.in.clear();
+    add_timer(c, kLingerTime);
+  }
+  return Next::again;
 }
 
 void OriginServer::Loop::dispatch(Connection& c) {

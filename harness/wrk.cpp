@@ -184,7 +184,10 @@ WrkResult parse_wrk_json(std::string_view text) {
   return result;
 }
 
-WrkResult run_wrk(const WrkOptions& options) {
+namespace {
+
+// Throws std::invalid_argument naming the first option run_wrk cannot use.
+void check_options(const WrkOptions& options, const std::string& script) {
   if (options.proxy_url.empty()) throw std::invalid_argument("run_wrk: proxy_url is empty");
   if (options.target.rfind("http://", 0) != 0)
     throw std::invalid_argument("run_wrk: target must be an absolute http:// URL: " + options.target);
@@ -195,29 +198,31 @@ WrkResult run_wrk(const WrkOptions& options) {
     throw std::invalid_argument("run_wrk: workload must be 'hit' or 'miss': " + options.workload);
   if (options.timeout.count() < 1) throw std::invalid_argument("run_wrk: timeout must be >= 1 s");
   if (!(options.apdex_t_ms >= 0)) throw std::invalid_argument("run_wrk: apdex_t_ms must be >= 0");
-  const std::string script = options.script.empty() ? default_wrk_script() : options.script;
   if (!fs::exists(script)) throw std::invalid_argument("run_wrk: no wrk script at " + script);
+}
 
-  TempDir dir;
-  const fs::path json_path = dir.path() / "summary.json";
-  const fs::path out_path = dir.path() / "stdout.txt";
-  const fs::path err_path = dir.path() / "stderr.txt";
-
+// wrk's command line.
+std::vector<std::string> wrk_arguments(const WrkOptions& options, const std::string& script) {
   // wrk refuses fewer connections than threads.
   const int threads = std::min(options.threads, options.connections);
-  std::vector<std::string> argv = {options.wrk_binary,
-                                   "-t",
-                                   std::to_string(threads),
-                                   "-c",
-                                   std::to_string(options.connections),
-                                   "-d",
-                                   std::to_string(options.duration.count()) + "s",
-                                   "--timeout",
-                                   std::to_string(options.timeout.count()) + "s",
-                                   "--latency",
-                                   "-s",
-                                   script,
-                                   options.proxy_url};
+  return {options.wrk_binary,
+          "-t",
+          std::to_string(threads),
+          "-c",
+          std::to_string(options.connections),
+          "-d",
+          std::to_string(options.duration.count()) + "s",
+          "--timeout",
+          std::to_string(options.timeout.count()) + "s",
+          "--latency",
+          "-s",
+          script,
+          options.proxy_url};
+}
+
+// wrk's environment: ours, less any variable of the script's, plus the script's settings
+// (bench/wrk/proxy.lua reads them) and where it writes its JSON summary.
+std::vector<std::string> wrk_environment(const WrkOptions& options, const fs::path& json_path) {
   std::vector<std::string> env;
   for (char** entry = environ; *entry != nullptr; ++entry) {
     std::string_view kv(*entry);
@@ -237,7 +242,13 @@ WrkResult run_wrk(const WrkOptions& options) {
     t << options.apdex_t_ms;
     env.push_back("APDEX_T_MS=" + t.str());
   }
+  return env;
+}
 
+// Starts wrk with `argv` and `env`, stdin from /dev/null and its output in `out_path` and
+// `err_path`. Returns its pid; throws when it cannot start.
+pid_t spawn_wrk(std::vector<std::string> argv, std::vector<std::string> env,
+                const fs::path& out_path, const fs::path& err_path) {
   SpawnSetup spawn;
   ::posix_spawn_file_actions_addopen(&spawn.actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   ::posix_spawn_file_actions_addopen(&spawn.actions, STDOUT_FILENO, out_path.c_str(),
@@ -260,6 +271,21 @@ WrkResult run_wrk(const WrkOptions& options) {
     throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(rc) +
                              " (Debian package: wrk; scripts/install-deps bench)");
   }
+  return pid;
+}
+
+}  // namespace
+
+WrkResult run_wrk(const WrkOptions& options) {
+  const std::string script = options.script.empty() ? default_wrk_script() : options.script;
+  check_options(options, script);
+
+  TempDir dir;
+  const fs::path json_path = dir.path() / "summary.json";
+  const fs::path out_path = dir.path() / "stdout.txt";
+  const fs::path err_path = dir.path() / "stderr.txt";
+  const std::vector<std::string> argv = wrk_arguments(options, script);
+  const pid_t pid = spawn_wrk(argv, wrk_environment(options, json_path), out_path, err_path);
   const auto deadline = std::chrono::steady_clock::now() + options.duration + options.timeout + kOverrun;
   auto [status, killed] = wait_with_deadline(pid, deadline);
 

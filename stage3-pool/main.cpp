@@ -79,17 +79,16 @@ int main(int argc, char** argv) {
   stage.description =
       "stage3-pool: a caching HTTP forward proxy that serves clients on a fixed pool of workers";
   stage.add_options = [&config](CLI::App& app) {
-    app.add_option("--workers", config.workers,
-                   "Worker threads (default: the number of cores, at least 4: a worker mostly "
-                   "waits on its origin, so even one core must overlap a few slow origins; the "
-                   "best count is usually higher still: stage 4's tuning curve, make sweep)")
-        ->check(CLI::Range(std::size_t{1}, std::size_t{4096}))
-        ->capture_default_str();
-    app.add_option("--queue", config.queue,
-                   "Accepted clients that may wait for a worker; when full, the accept loop "
-                   "waits and new clients queue in the kernel's listen backlog")
-        ->check(CLI::Range(std::size_t{1}, std::size_t{1'000'000}))
-        ->capture_default_str();
+    proxy::add_count_option(app, "--workers", config.workers,
+                            "Worker threads (default: the number of cores, at least 4: a worker "
+                            "mostly waits on its origin, so even one core must overlap a few "
+                            "slow origins; the best count is usually higher still: stage 4's "
+                            "tuning curve, make sweep)",
+                            1, 4096);
+    proxy::add_count_option(app, "--queue", config.queue,
+                            "Accepted clients that may wait for a worker; when full, the accept "
+                            "loop waits and new clients queue in the kernel's listen backlog",
+                            1, 1'000'000);
   };
   stage.wrap_cache = [](std::unique_ptr<proxy::Cache> cache) -> std::unique_ptr<proxy::Cache> {
     return std::make_unique<proxy::LockedCache>(std::move(cache));

@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <string_view>
 #include <stop_token>
 #include <thread>
@@ -27,6 +28,27 @@ std::size_t default_worker_count() noexcept;
 namespace detail {
 /// Logs that a worker's handler threw `what` and that the worker carries on. Never throws.
 void log_handler_failure(std::string_view what) noexcept;
+
+/// The checks a pool's constructor makes before it starts a thread: throws
+/// std::invalid_argument, naming `pool`, when `workers` is 0 or `handler` is empty.
+template <typename Handler>
+void check_pool_arguments(const char* pool, std::size_t workers, const Handler& handler) {
+  if (workers == 0) throw std::invalid_argument(std::string(pool) + ": at least one worker");
+  if (!handler) throw std::invalid_argument(std::string(pool) + ": no handler");
+}
+
+/// Runs `start`, which starts a pool's workers; when it throws (std::system_error: no thread),
+/// runs `stop` and rethrows. The workers already running would otherwise wait for items
+/// forever, and their jthread destructors would wait for them.
+template <typename Start, typename Stop>
+void start_or_stop(Start&& start, Stop&& stop) {
+  try {
+    start();
+  } catch (...) {
+    stop();
+    throw;
+  }
+}
 }  // namespace detail
 
 /// `workers` std::jthreads, each looping: pop an item, hand it to the handler, repeat. Items
@@ -50,17 +72,13 @@ class WorkerPool {
   /// already started are stopped and joined before it propagates).
   WorkerPool(std::size_t workers, std::size_t queue_capacity, Handler handler)
       : handler_(std::move(handler)), queue_(queue_capacity) {
-    if (workers == 0) throw std::invalid_argument("WorkerPool: at least one worker");
-    if (!handler_) throw std::invalid_argument("WorkerPool: no handler");
+    detail::check_pool_arguments("WorkerPool", workers, handler_);
     workers_.reserve(workers);
-    try {
-      for (std::size_t i = 0; i < workers; ++i) workers_.emplace_back([this] { work(); });
-    } catch (...) {
-      // The workers already running would wait for items forever, and their jthread
-      // destructors would wait for them.
-      shutdown();
-      throw;
-    }
+    detail::start_or_stop(
+        [&] {
+          for (std::size_t i = 0; i < workers; ++i) workers_.emplace_back([this] { work(); });
+        },
+        [this] { shutdown(); });
   }
   /// shutdown().
   ~WorkerPool() { shutdown(); }

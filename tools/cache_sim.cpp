@@ -434,29 +434,11 @@ int replay(Workload& workload, const std::vector<std::string>& policies, std::si
   return 0;
 }
 
-/// Parses the command line and replays; the exit status. Throws on a bad trace or bad sizes.
-int run_cli(int argc, char** argv) {
-  CLI::App app{
-      "Replays a workload or a trace against the proxy's cache policies and prints hit ratio "
-      "and byte hit ratio per policy. Sizes are bytes as the proxy charges them: URL + head + "
-      "body.",
-      "cache-sim"};
-  std::vector<std::string> policies = {"lru", "lfu", "sieve"};
-  std::size_t cache_bytes = 1'049'000;
-  std::size_t max_object_bytes = 102'400;
-  SyntheticOptions synthetic;
-  SizeDistribution sizes;
-  std::string trace;
-  ReportOptions report;
-
-  app.add_option("--policy", policies, "Policies to compare, comma-separated")
-      ->delimiter(',')
-      ->check(CLI::IsMember(proxy::cache_policy_names()))
-      ->capture_default_str();
-  app.add_option("--cache-bytes", cache_bytes, "Cache size in bytes")->capture_default_str();
-  app.add_option("--max-object-bytes", max_object_bytes, "Largest cached object in bytes")
-      ->capture_default_str();
-  auto* workload_option =
+/// The flags of the synthetic workload and its object sizes; returns --workload's option (a
+/// trace excludes it).
+CLI::Option* add_synthetic_options(CLI::App& app, SyntheticOptions& synthetic,
+                                   SizeDistribution& sizes) {
+  CLI::Option* workload_option =
       app.add_option("--workload", synthetic.workload,
                      "zipf: fixed popularity; shift: popularity moves to new keys at "
                      "--shift-at; scan: zipf plus a scan reading new keys once; mixed: "
@@ -496,6 +478,32 @@ int run_cli(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--size-min", sizes.min, "Smallest object, bytes")->capture_default_str();
   app.add_option("--size-max", sizes.max, "Largest object, bytes")->capture_default_str();
+  return workload_option;
+}
+
+/// Parses the command line and replays; the exit status. Throws on a bad trace or bad sizes.
+int run_cli(int argc, char** argv) {
+  CLI::App app{
+      "Replays a workload or a trace against the proxy's cache policies and prints hit ratio "
+      "and byte hit ratio per policy. Sizes are bytes as the proxy charges them: URL + head + "
+      "body.",
+      "cache-sim"};
+  std::vector<std::string> policies = {"lru", "lfu", "sieve"};
+  std::size_t cache_bytes = 1'049'000;
+  std::size_t max_object_bytes = 102'400;
+  SyntheticOptions synthetic;
+  SizeDistribution sizes;
+  std::string trace;
+  ReportOptions report;
+
+  app.add_option("--policy", policies, "Policies to compare, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::IsMember(proxy::cache_policy_names()))
+      ->capture_default_str();
+  app.add_option("--cache-bytes", cache_bytes, "Cache size in bytes")->capture_default_str();
+  app.add_option("--max-object-bytes", max_object_bytes, "Largest cached object in bytes")
+      ->capture_default_str();
+  CLI::Option* workload_option = add_synthetic_options(app, synthetic, sizes);
   app.add_option("--trace", trace, "Replay FILE instead: one \"key size\" pair per line")
       ->check(CLI::ExistingFile)
       ->excludes(workload_option);

@@ -149,6 +149,67 @@ struct Verdict {
   std::string why;
 };
 
+// What the stage's memory and descriptors did during the load.
+struct Samples {
+  bool exited = false;  // the stage exited during the load
+  long warm_rss = -1;   // KiB, the first sample after warm-up
+  long max_rss_after_warm = 0;
+  int max_fds = 0;
+};
+
+// Samples the stage once a second for `seconds`, printing each sample. Warm-up is the first
+// fifth (caches fill, threads and allocator arenas appear); after it, memory and descriptors
+// may wobble but not climb.
+Samples sample_under_load(harness::Process& stage, int seconds, const LoadCounts& counts) {
+  const auto start = Clock::now();
+  const auto warm = start + std::chrono::seconds(std::max(1, seconds / 5));
+  const auto end = start + std::chrono::seconds(seconds);
+  Samples samples;
+  while (Clock::now() < end) {
+    std::this_thread::sleep_for(1s);  // a sampling period, not a wait for an event
+    if (!stage.running()) {
+      samples.exited = true;
+      break;
+    }
+    const long rss = rss_kib(stage.pid());
+    const int fds = open_fds(stage.pid());
+    const auto t = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start).count();
+    std::cout << "  t=" << t << "s rss_kib=" << rss << " fds=" << fds
+              << " requests=" << counts.requests << " failures=" << counts.failures << std::endl;
+    if (Clock::now() >= warm) {
+      if (samples.warm_rss < 0) samples.warm_rss = rss;
+      samples.max_rss_after_warm = std::max(samples.max_rss_after_warm, rss);
+    }
+    samples.max_fds = std::max(samples.max_fds, fds);
+  }
+  return samples;
+}
+
+// Once the load has stopped: the descriptors must be back to what an idle stage holds, memory
+// must not have climbed past warm-up, something must have been answered, and SIGTERM must stop
+// the stage cleanly.
+Verdict judge_when_quiet(harness::Process& stage, const Samples& samples, const LoadCounts& counts) {
+  const int idle_fds = open_fds(stage.pid());
+  // Resident memory may grow while the cache fills (1 MB by default) and arenas settle; a
+  // leak of even a few hundred bytes per request would exceed this over a long soak.
+  const long allowed_growth = std::max(16L * 1024, samples.warm_rss / 4);
+  std::ostringstream why;
+  if (samples.max_rss_after_warm - samples.warm_rss > allowed_growth) {
+    why << "RSS grew from " << samples.warm_rss << " KiB after warm-up to "
+        << samples.max_rss_after_warm << " KiB; ";
+  }
+  if (idle_fds > 16) why << idle_fds << " descriptors open once idle (peak " << samples.max_fds << "); ";
+  if (counts.answered == 0) why << "no request was answered; ";
+  harness::ExitStatus status = stage.stop(10s);
+  if (!status.clean() || status.killed) why << "did not stop cleanly on SIGTERM; ";
+  std::cout << "  idle fds=" << idle_fds << " warm rss_kib=" << samples.warm_rss
+            << " max rss_kib after warm-up=" << samples.max_rss_after_warm
+            << " answered=" << counts.answered << " failures=" << counts.failures
+            << " stop=" << status.elapsed.count() << " ms\n  " << status.output;
+  if (!why.str().empty()) return {false, why.str()};
+  return {};
+}
+
 Verdict soak_stage(const std::string& binary, int seconds, int clients) {
   harness::OriginServer origin;
   const std::string origin_url = "http://127.0.0.1:" + std::to_string(origin.port());
@@ -175,57 +236,12 @@ Verdict soak_stage(const std::string& binary, int seconds, int clients) {
       client_loop(stage.port(), origin_url, dead_port, 1000u + static_cast<unsigned>(c), stop, counts);
     });
   }
-
-  // Warm-up is the first fifth (caches fill, threads and allocator arenas appear); after it,
-  // memory and descriptors may wobble but not climb.
-  const auto start = Clock::now();
-  const auto warm = start + std::chrono::seconds(std::max(1, seconds / 5));
-  const auto end = start + std::chrono::seconds(seconds);
-  long warm_rss = -1;
-  long max_rss_after_warm = 0;
-  int max_fds = 0;
-  Verdict verdict;
-  while (Clock::now() < end) {
-    std::this_thread::sleep_for(1s);  // a sampling period, not a wait for an event
-    if (!stage.running()) {
-      verdict = {false, "the stage exited during the load"};
-      break;
-    }
-    const long rss = rss_kib(stage.pid());
-    const int fds = open_fds(stage.pid());
-    const auto t = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start).count();
-    std::cout << "  t=" << t << "s rss_kib=" << rss << " fds=" << fds
-              << " requests=" << counts.requests << " failures=" << counts.failures << std::endl;
-    if (Clock::now() >= warm) {
-      if (warm_rss < 0) warm_rss = rss;
-      max_rss_after_warm = std::max(max_rss_after_warm, rss);
-    }
-    max_fds = std::max(max_fds, fds);
-  }
+  const Samples samples = sample_under_load(stage, seconds, counts);
   stop = true;
   threads.clear();  // joins: every client finishes its current request
 
-  if (verdict.ok) {
-    // Quiet now: the descriptors must be back to what an idle stage holds.
-    const int idle_fds = open_fds(stage.pid());
-    // Resident memory may grow while the cache fills (1 MB by default) and arenas settle; a
-    // leak of even a few hundred bytes per request would exceed this over a long soak.
-    const long allowed_growth = std::max(16L * 1024, warm_rss / 4);
-    std::ostringstream why;
-    if (max_rss_after_warm - warm_rss > allowed_growth) {
-      why << "RSS grew from " << warm_rss << " KiB after warm-up to " << max_rss_after_warm
-          << " KiB; ";
-    }
-    if (idle_fds > 16) why << idle_fds << " descriptors open once idle (peak " << max_fds << "); ";
-    if (counts.answered == 0) why << "no request was answered; ";
-    harness::ExitStatus status = stage.stop(10s);
-    if (!status.clean() || status.killed) why << "did not stop cleanly on SIGTERM; ";
-    std::cout << "  idle fds=" << idle_fds << " warm rss_kib=" << warm_rss
-              << " max rss_kib after warm-up=" << max_rss_after_warm
-              << " answered=" << counts.answered << " failures=" << counts.failures
-              << " stop=" << status.elapsed.count() << " ms\n  " << status.output;
-    if (!why.str().empty()) verdict = {false, why.str()};
-  }
+  const Verdict verdict = samples.exited ? Verdict{false, "the stage exited during the load"}
+                                         : judge_when_quiet(stage, samples, counts);
   std::cout << "soak: " << std::filesystem::path(binary).filename().string() << ": "
             << (verdict.ok ? "PASS" : "FAIL: " + verdict.why) << std::endl;
   return verdict;

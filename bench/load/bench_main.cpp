@@ -213,17 +213,7 @@ std::string gnuplot_script(const fs::path& out, const std::vector<Server>& serve
   return gp.str();
 }
 
-void measure_all(const BenchOptions& o, const fs::path& out, const std::vector<Server>& servers,
-                 const std::vector<Scenario>& scenarios, Results& results,
-                 std::chrono::steady_clock::time_point started);
-void write_report(const BenchOptions& o, const fs::path& out, const std::vector<Server>& servers,
-                  const std::vector<Scenario>& scenarios, const std::vector<int>& levels,
-                  const Results& results, std::chrono::seconds elapsed);
-
-int run(int argc, char** argv) {
-  BenchOptions o;
-  CLI::App app{"stage-bench: every built stage (and optional peers) side by side under wrk on "
-               "the scenarios of the two studies (make bench)."};
+void add_bench_options(CLI::App& app, BenchOptions& o) {
   app.add_option("--bin-dir", o.bin_dir, "Where the stages and origin are (default: next to this program)");
   app.add_option("--stages", o.stages, "Stages to compare (default: every stage*-* in --bin-dir)");
   app.add_option("--duration", o.duration_s, "Seconds of load per point")
@@ -244,9 +234,11 @@ int run(int argc, char** argv) {
   app.add_option("--out", o.out, "Output folder")->capture_default_str();
   app.add_flag("--replot", o.replot,
                "Measure nothing: rewrite bench.md and the plots from OUT/bench.csv");
-  CLI11_PARSE(app, argc, argv);
+}
 
-  if (o.bin_dir.empty()) o.bin_dir = bench::own_bin_dir();
+// The servers to compare: the stages named by --stages (default: every one in --bin-dir), then
+// with --peers the peers' launch scripts (bench/peers/).
+std::vector<Server> servers_to_compare(const BenchOptions& o, const fs::path& out) {
   std::vector<std::string> stage_names;
   if (o.stages.empty()) {
     stage_names = find_stages(o.bin_dir);
@@ -255,10 +247,6 @@ int run(int argc, char** argv) {
     for (std::string name; list >> name;) stage_names.push_back(name);
   }
   if (stage_names.empty()) throw std::runtime_error("no stage binaries in " + o.bin_dir + " (make first)");
-  const std::vector<int> levels = bench::parse_int_list(o.connections);
-  const fs::path out = o.out;
-  fs::create_directories(out / "logs");
-
   std::vector<Server> servers;
   for (const auto& name : stage_names) {
     Server s{{name, {(fs::path(o.bin_dir) / name).string(), "--port", "0"}, false}, false};
@@ -282,7 +270,54 @@ int run(int argc, char** argv) {
                           true},
                          true});
   }
-  const std::string stage3 = "stage3-pool";
+  return servers;
+}
+
+// --replot: the points saved in OUT/bench.csv, and the servers, stage 3's worker count and the
+// duration they were measured with, in the order they were measured.
+void read_saved_results(BenchOptions& o, const fs::path& out, std::vector<Server>& servers,
+                        Results& results) {
+  std::ifstream in(out / "bench.csv");
+  if (!in) throw std::runtime_error("--replot: cannot read " + (out / "bench.csv").string());
+  std::string line;
+  std::getline(in, line);
+  if (line != bench::csv_header()) throw std::runtime_error("--replot: bench.csv has another header");
+  servers.clear();
+  for (; std::getline(in, line);) {
+    if (line.empty()) continue;
+    bench::LoadPoint point = bench::read_csv_row(line);
+    bool known = false;
+    for (const auto& server : servers) known = known || server.command.name == point.server;
+    if (!known) {
+      const bool peer = point.server.rfind("stage", 0) != 0;
+      servers.push_back({{point.server, {}, peer}, peer});
+    }
+    if (point.scenario == "hit-1k" && point.server == "stage3-pool" && point.workers > 0)
+      o.pool_workers = point.workers;
+    if (point.wrk.duration_s > 0) o.duration_s = static_cast<int>(std::lround(point.wrk.duration_s));
+    results.add(point);
+  }
+}
+
+void measure_all(const BenchOptions& o, const fs::path& out, const std::vector<Server>& servers,
+                 const std::vector<Scenario>& scenarios, Results& results,
+                 std::chrono::steady_clock::time_point started);
+void write_report(const BenchOptions& o, const fs::path& out, const std::vector<Server>& servers,
+                  const std::vector<Scenario>& scenarios, const std::vector<int>& levels,
+                  const Results& results, std::chrono::seconds elapsed);
+
+int run(int argc, char** argv) {
+  BenchOptions o;
+  CLI::App app{"stage-bench: every built stage (and optional peers) side by side under wrk on "
+               "the scenarios of the two studies (make bench)."};
+  add_bench_options(app, o);
+  CLI11_PARSE(app, argc, argv);
+
+  if (o.bin_dir.empty()) o.bin_dir = bench::own_bin_dir();
+  const fs::path out = o.out;
+  std::vector<Server> servers = servers_to_compare(o, out);
+  const std::vector<int> levels = bench::parse_int_list(o.connections);
+  fs::create_directories(out / "logs");
 
   const std::vector<int> ten = {10};
   std::vector<Scenario> scenarios = {
@@ -296,27 +331,7 @@ int run(int argc, char** argv) {
   Results results;
   const auto started = std::chrono::steady_clock::now();
   if (o.replot) {
-    // Servers and load levels come from the saved CSV, in the order they were measured.
-    std::ifstream in(out / "bench.csv");
-    if (!in) throw std::runtime_error("--replot: cannot read " + (out / "bench.csv").string());
-    std::string line;
-    std::getline(in, line);
-    if (line != bench::csv_header()) throw std::runtime_error("--replot: bench.csv has another header");
-    servers.clear();
-    for (; std::getline(in, line);) {
-      if (line.empty()) continue;
-      bench::LoadPoint point = bench::read_csv_row(line);
-      bool known = false;
-      for (const auto& server : servers) known = known || server.command.name == point.server;
-      if (!known) {
-        const bool peer = point.server.rfind("stage", 0) != 0;
-        servers.push_back({{point.server, {}, peer}, peer});
-      }
-      if (point.scenario == "hit-1k" && point.server == stage3 && point.workers > 0)
-        o.pool_workers = point.workers;
-      if (point.wrk.duration_s > 0) o.duration_s = static_cast<int>(std::lround(point.wrk.duration_s));
-      results.add(point);
-    }
+    read_saved_results(o, out, servers, results);
   } else {
     measure_all(o, out, servers, scenarios, results, started);
   }
@@ -325,11 +340,46 @@ int run(int argc, char** argv) {
   return 0;
 }
 
+// One load point: `server` under scenario `s` at `c` connections, against `origin`. Throws
+// when the server cannot be run or measured.
+bench::LoadPoint measure_one(const BenchOptions& o, const fs::path& out, const Server& server,
+                             const Scenario& s, int c, const harness::Process& origin) {
+  bench::LoadPoint point;
+  point.scenario = s.name;
+  point.server = server.command.name;
+  point.workload = s.workload;
+  point.workers = server.command.name == "stage3-pool" ? o.pool_workers : 0;
+  point.connections = c;
+  point.body_bytes = s.body_bytes;
+  point.origin_delay_ms = s.delay_ms;
+  point.bound_rps = std::numeric_limits<double>::infinity();
+  harness::WrkOptions wrk;
+  wrk.target = "http://" + origin.address() + "/bytes/" + std::to_string(s.body_bytes) +
+               "?delay_ms=" + std::to_string(s.delay_ms);
+  wrk.workload = s.workload;
+  wrk.connections = c;
+  wrk.threads = o.wrk_threads;
+  wrk.duration = std::chrono::seconds(o.duration_s);
+  wrk.apdex_t_ms = s.apdex_t_ms;
+  const std::string log = (out / "logs" / (server.command.name + "-" + s.name + "-c" + std::to_string(c) + ".log")).string();
+  bench::ServerCommand command = server.command;
+  for (auto& arg : command.argv)
+    if (arg == kOriginArgument) arg = origin.address();
+  bench::measure(command, wrk, log, point);
+  if (server.command.name == "tinyproxy") {
+    // tinyproxy closes the client connection after every response without saying so
+    // (it drops Connection: close), and wrk counts that close as a read error although
+    // the response was complete: one per request, not a failure. Only the excess counts.
+    auto& read = point.wrk.errors.read;
+    read = read > point.wrk.requests ? read - point.wrk.requests : 0;
+  }
+  return point;
+}
+
 // Runs every (scenario, connections, server) point, writing bench.csv after each.
 void measure_all(const BenchOptions& o, const fs::path& out, const std::vector<Server>& servers,
                  const std::vector<Scenario>& scenarios, Results& results,
                  std::chrono::steady_clock::time_point started) {
-  const std::string stage3 = "stage3-pool";
   // One origin for all: each target carries its own delay (?delay_ms=).
   harness::Process origin = bench::start_origin(o.bin_dir, 0, 0, (out / "logs" / "origin.log").string());
 
@@ -352,41 +402,14 @@ void measure_all(const BenchOptions& o, const fs::path& out, const std::vector<S
       for (const auto& server : servers) {
         if (server.command.name == "nginx-direct" && !s.nginx) continue;
         bench::LoadPoint point;
-        point.scenario = s.name;
-        point.server = server.command.name;
-        point.workload = s.workload;
-        point.workers = server.command.name == stage3 ? o.pool_workers : 0;
-        point.connections = c;
-        point.body_bytes = s.body_bytes;
-        point.origin_delay_ms = s.delay_ms;
-        point.bound_rps = std::numeric_limits<double>::infinity();
-        harness::WrkOptions wrk;
-        wrk.target = "http://" + origin.address() + "/bytes/" + std::to_string(s.body_bytes) +
-                     "?delay_ms=" + std::to_string(s.delay_ms);
-        wrk.workload = s.workload;
-        wrk.connections = c;
-        wrk.threads = o.wrk_threads;
-        wrk.duration = std::chrono::seconds(o.duration_s);
-        wrk.apdex_t_ms = s.apdex_t_ms;
-        const std::string log = (out / "logs" / (server.command.name + "-" + s.name + "-c" + std::to_string(c) + ".log")).string();
-        bench::ServerCommand command = server.command;
-        for (auto& arg : command.argv)
-          if (arg == kOriginArgument) arg = origin.address();
         try {
-          bench::measure(command, wrk, log, point);
+          point = measure_one(o, out, server, s, c, origin);
         } catch (const std::exception& error) {
           // One server failing (a peer not installed) must not cost the rest of the run.
           std::cerr << "stage-bench: " << server.command.name << " " << s.name << " c=" << c
                     << " failed: " << error.what() << std::endl;
           ++done;
           continue;
-        }
-        if (server.command.name == "tinyproxy") {
-          // tinyproxy closes the client connection after every response without saying so
-          // (it drops Connection: close), and wrk counts that close as a read error although
-          // the response was complete: one per request, not a failure. Only the excess counts.
-          auto& read = point.wrk.errors.read;
-          read = read > point.wrk.requests ? read - point.wrk.requests : 0;
         }
         results.add(point);
         write_csv();
@@ -397,13 +420,8 @@ void measure_all(const BenchOptions& o, const fs::path& out, const std::vector<S
   origin.stop();
 }
 
-// bench.md, bench.gp and the plots, from `results`.
-void write_report(const BenchOptions& o, const fs::path& out, const std::vector<Server>& servers,
-                  const std::vector<Scenario>& scenarios, const std::vector<int>& levels,
-                  const Results& results, std::chrono::seconds elapsed) {
-  const std::string stage1 = "stage1-sequential";
-  const std::string stage3 = "stage3-pool";
-  std::ofstream md(out / "bench.md", std::ios::trunc);
+// bench.md's opening: how the run was made and how to read its columns.
+void write_intro(std::ostream& md, const BenchOptions& o, std::chrono::seconds elapsed) {
   md << "# Stage comparison (`make bench`)\n\n"
      << "Every server ran each load point back to back, " << o.duration_s
      << " s of wrk each (" << o.wrk_threads << " wrk threads), against the harness origin on the same "
@@ -419,6 +437,11 @@ void write_report(const BenchOptions& o, const fs::path& out, const std::vector<
      << "(stage 1 at 400 connections) is in no column, so short runs flatter a long queue. "
      << "tinyproxy closes each client connection after one response without announcing it, which "
      << "wrk counts as a read error per response; those are subtracted (in bench.csv too).\n\n";
+}
+
+// bench.md's hits-versus-misses table, 1 kB and 100 kB at 10 connections.
+void write_hits_versus_misses(std::ostream& md, const std::vector<Server>& servers,
+                              const Results& results) {
   md << "## Hits versus misses (10 connections, 1 ms origin)\n\n"
      << "| server | 1 kB hit req/s | 1 kB miss req/s | hit ÷ miss | 100 kB hit req/s | 100 kB miss req/s | hit ÷ miss |\n"
      << "| --- | --: | --: | --: | --: | --: | --: |\n";
@@ -436,20 +459,14 @@ void write_report(const BenchOptions& o, const fs::path& out, const std::vector<
   md << "\n(1 kB misses are the quick-I/O run at 10 connections. nginx-direct serves the same bodies "
         "as static files, no proxy: the ceiling for a hit on this machine. nginx-cache (nginx "
         "proxy_cache) and varnish are caching reverse proxies in front of the same origin, kept-alive "
-        "connections to it; squid and tinyproxy are forward proxies like the stages.)\n\n"
-     << "Hit throughput with ratios:\n\n";
-  throughput_table(md, results, scenarios[0], servers, stage1, stage3);
-  md << "\n";
-  throughput_table(md, results, scenarios[1], servers, stage1, stage3);
-  for (std::size_t i = 3; i < scenarios.size(); ++i) {
-    const auto& s = scenarios[i];
-    md << "\n## " << (s.name == "quick-io" ? "Quick I/O: 1 kB body, 1 ms origin" : "Long I/O: 100 kB body, 50 ms origin")
-       << ", miss path\n\nThroughput:\n\n";
-    throughput_table(md, results, s, servers, stage1, stage3);
-    md << "\nLatency, APDEX (T = " << bench::format_number(s.apdex_t_ms, 0)
-       << " ms) and errors:\n\n";
-    latency_table(md, results, s, servers);
-  }
+        "connections to it; squid and tinyproxy are forward proxies like the stages.)\n\n";
+}
+
+// bench.md's memory table: peak RSS, VSZ, threads and CPU at the top connection level.
+void write_memory(std::ostream& md, const std::vector<Server>& servers, const std::vector<int>& levels,
+                  const Results& results) {
+  const std::string stage1 = "stage1-sequential";
+  const std::string stage3 = "stage3-pool";
   const int top = levels.back();
   md << "\n## Memory at " << top << " connections (peak over the run)\n\n"
      << "| server | scenario | peak RSS MiB | ÷ stage 1 | ÷ stage 3 | peak VSZ MiB | ÷ stage 1 | ÷ stage 3 | peak threads | CPU s |\n"
@@ -478,6 +495,31 @@ void write_report(const BenchOptions& o, const fs::path& out, const std::vector<
         "workers, for instance — with each process's own peak.)\n"
      << "\nPlots: `bench.svg` / `bench.png` (throughput and p99 against connections). Raw numbers: "
         "`bench.csv`.\n";
+}
+
+// bench.md, bench.gp and the plots, from `results`.
+void write_report(const BenchOptions& o, const fs::path& out, const std::vector<Server>& servers,
+                  const std::vector<Scenario>& scenarios, const std::vector<int>& levels,
+                  const Results& results, std::chrono::seconds elapsed) {
+  const std::string stage1 = "stage1-sequential";
+  const std::string stage3 = "stage3-pool";
+  std::ofstream md(out / "bench.md", std::ios::trunc);
+  write_intro(md, o, elapsed);
+  write_hits_versus_misses(md, servers, results);
+  md << "Hit throughput with ratios:\n\n";
+  throughput_table(md, results, scenarios[0], servers, stage1, stage3);
+  md << "\n";
+  throughput_table(md, results, scenarios[1], servers, stage1, stage3);
+  for (std::size_t i = 3; i < scenarios.size(); ++i) {
+    const auto& s = scenarios[i];
+    md << "\n## " << (s.name == "quick-io" ? "Quick I/O: 1 kB body, 1 ms origin" : "Long I/O: 100 kB body, 50 ms origin")
+       << ", miss path\n\nThroughput:\n\n";
+    throughput_table(md, results, s, servers, stage1, stage3);
+    md << "\nLatency, APDEX (T = " << bench::format_number(s.apdex_t_ms, 0)
+       << " ms) and errors:\n\n";
+    latency_table(md, results, s, servers);
+  }
+  write_memory(md, servers, levels, results);
   md.close();
 
   const fs::path script = out / "bench.gp";

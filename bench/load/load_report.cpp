@@ -9,6 +9,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "run_command.h"
+
 namespace bench {
 namespace {
 
@@ -188,19 +190,15 @@ std::vector<std::string> split_csv_line(std::string_view line) {
 }
 
 void run_gnuplot(const std::string& script_path) {
-  std::string command = "gnuplot '" + script_path + "' 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) throw std::runtime_error("cannot run gnuplot");
-  std::string output;
-  char buffer[512];
-  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
-  int status = ::pclose(pipe);
+  const harness::CommandOutput run = harness::run_command("gnuplot '" + script_path + "' 2>&1");
+  if (!run.started) throw std::runtime_error("cannot run gnuplot");
+  const int status = run.status;
   if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     throw std::runtime_error("gnuplot " + script_path + " failed" +
                              (WIFEXITED(status) && WEXITSTATUS(status) == 127
                                   ? " (not installed? Debian package gnuplot-nox)"
                                   : "") +
-                             ":\n" + output);
+                             ":\n" + run.text);
   }
 }
 

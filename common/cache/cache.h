@@ -92,4 +92,26 @@ class Cache {
   [[nodiscard]] virtual std::size_t max_object_bytes() const = 0;
 };
 
+/// What the eviction policies (LruCache, LfuCache, SieveCache) share: the two byte limits and
+/// the counters, with the accessors that report them. A policy implements find, insert and
+/// erase on top, keeping `stats_` exact as it goes. Not copyable: a policy's index points into
+/// its own lists, so a copy would point into the original's. Thread-safety: none of its own.
+class BoundedCache : public Cache {
+ public:
+  /// `capacity_bytes` total and `max_object_bytes` per entry; both may be 0 (caches nothing).
+  BoundedCache(std::size_t capacity_bytes, std::size_t max_object_bytes) noexcept
+      : capacity_bytes_(capacity_bytes), max_object_bytes_(max_object_bytes) {}
+  BoundedCache(const BoundedCache&) = delete;
+  BoundedCache& operator=(const BoundedCache&) = delete;
+
+  [[nodiscard]] CacheStats stats() const override { return stats_; }
+  [[nodiscard]] std::size_t capacity_bytes() const override { return capacity_bytes_; }
+  [[nodiscard]] std::size_t max_object_bytes() const override { return max_object_bytes_; }
+
+ protected:
+  std::size_t capacity_bytes_;
+  std::size_t max_object_bytes_;
+  CacheStats stats_;
+};
+
 }  // namespace proxy

@@ -4,9 +4,6 @@
 
 namespace proxy {
 
-LfuCache::LfuCache(std::size_t capacity_bytes, std::size_t max_object_bytes)
-    : capacity_bytes_(capacity_bytes), max_object_bytes_(max_object_bytes) {}
-
 std::shared_ptr<const CachedResponse> LfuCache::find(std::string_view key) {
   auto found = index_.find(HashedKey(key));
   if (found == index_.end()) {

@@ -22,22 +22,13 @@ namespace proxy {
 /// scheme", 2010), each bucket a recency list.
 /// Thread-safety: none — a hit moves the entry to the next bucket. Share it only behind a lock
 /// (LockedCache).
-class LfuCache final : public Cache {
+class LfuCache final : public BoundedCache {
  public:
-  /// `capacity_bytes` total and `max_object_bytes` per entry; both may be 0 (caches nothing).
-  LfuCache(std::size_t capacity_bytes, std::size_t max_object_bytes);
-
-  // The index holds iterators into the list and views of its keys: a copy would point into
-  // the original.
-  LfuCache(const LfuCache&) = delete;
-  LfuCache& operator=(const LfuCache&) = delete;
+  using BoundedCache::BoundedCache;
 
   std::shared_ptr<const CachedResponse> find(std::string_view key) override;
   bool insert(std::string_view key, std::shared_ptr<const CachedResponse> response) override;
   void erase(std::string_view key) override;
-  [[nodiscard]] CacheStats stats() const override { return stats_; }
-  [[nodiscard]] std::size_t capacity_bytes() const override { return capacity_bytes_; }
-  [[nodiscard]] std::size_t max_object_bytes() const override { return max_object_bytes_; }
 
   /// How many times `key` has been used (1 + hits since it was stored), or 0 if absent.
   /// Does not count as a hit. For tests and teaching.
@@ -61,13 +52,10 @@ class LfuCache final : public Cache {
   void remove(Entries::iterator it);
   void evict_one();
 
-  std::size_t capacity_bytes_;
-  std::size_t max_object_bytes_;
   Buckets buckets_;
   // Keys view the key stored in their Entry: list nodes never move, and an entry leaves the
   // index before its node is freed.
   KeyIndex<Entries::iterator> index_;
-  CacheStats stats_;
 };
 
 }  // namespace proxy

@@ -6,9 +6,6 @@
 
 namespace proxy {
 
-LruCache::LruCache(std::size_t capacity_bytes, std::size_t max_object_bytes)
-    : capacity_bytes_(capacity_bytes), max_object_bytes_(max_object_bytes) {}
-
 std::shared_ptr<const CachedResponse> LruCache::find(std::string_view key) {
   // LAB(1) BEGIN LruCache::find
   auto it = index_.find(key);

@@ -13,17 +13,13 @@ namespace proxy {
 /// until the new entry fits. Sizes in bytes as charged by entry_bytes().
 /// Thread-safety: none — every call, find() included, modifies the recency list. Share it
 /// between threads only behind a lock.
-class LruCache final : public Cache {
+class LruCache final : public BoundedCache {
  public:
-  /// `capacity_bytes` total and `max_object_bytes` per entry; both may be 0 (caches nothing).
-  LruCache(std::size_t capacity_bytes, std::size_t max_object_bytes);
+  using BoundedCache::BoundedCache;
 
   std::shared_ptr<const CachedResponse> find(std::string_view key) override;
   bool insert(std::string_view key, std::shared_ptr<const CachedResponse> response) override;
   void erase(std::string_view key) override;
-  [[nodiscard]] CacheStats stats() const override { return stats_; }
-  [[nodiscard]] std::size_t capacity_bytes() const override { return capacity_bytes_; }
-  [[nodiscard]] std::size_t max_object_bytes() const override { return max_object_bytes_; }
 
  private:
   struct Entry {
@@ -42,11 +38,8 @@ class LruCache final : public Cache {
 
   void remove(Recency::iterator it);
 
-  std::size_t capacity_bytes_;
-  std::size_t max_object_bytes_;
   Recency recency_;
   std::unordered_map<std::string, Recency::iterator, KeyHash, std::equal_to<>> index_;
-  CacheStats stats_;
 };
 
 }  // namespace proxy

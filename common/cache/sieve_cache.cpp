@@ -4,9 +4,6 @@
 
 namespace proxy {
 
-SieveCache::SieveCache(std::size_t capacity_bytes, std::size_t max_object_bytes)
-    : capacity_bytes_(capacity_bytes), max_object_bytes_(max_object_bytes) {}
-
 std::shared_ptr<const CachedResponse> SieveCache::find(std::string_view key) {
   std::shared_ptr<const CachedResponse> response = mark_visited(key);
   if (response) {

@@ -24,22 +24,13 @@ namespace proxy {
 /// unvisited. Sizes in bytes as charged by entry_bytes().
 /// Thread-safety: find(), insert(), erase() and stats() are not thread-safe; share them only
 /// behind a lock. mark_visited() is the exception ConcurrentSieveCache builds on.
-class SieveCache final : public Cache {
+class SieveCache final : public BoundedCache {
  public:
-  /// `capacity_bytes` total and `max_object_bytes` per entry; both may be 0 (caches nothing).
-  SieveCache(std::size_t capacity_bytes, std::size_t max_object_bytes);
-
-  // The index holds iterators into the list and views of its keys: a copy would point into
-  // the original.
-  SieveCache(const SieveCache&) = delete;
-  SieveCache& operator=(const SieveCache&) = delete;
+  using BoundedCache::BoundedCache;
 
   std::shared_ptr<const CachedResponse> find(std::string_view key) override;
   bool insert(std::string_view key, std::shared_ptr<const CachedResponse> response) override;
   void erase(std::string_view key) override;
-  [[nodiscard]] CacheStats stats() const override { return stats_; }
-  [[nodiscard]] std::size_t capacity_bytes() const override { return capacity_bytes_; }
-  [[nodiscard]] std::size_t max_object_bytes() const override { return max_object_bytes_; }
 
   /// find() without counting a hit or a miss: the entry for `key`, or nullptr, with its
   /// visited bit set. It writes nothing but that atomic bit, so any number of threads may call
@@ -72,14 +63,11 @@ class SieveCache final : public Cache {
   // The entry one step from `it` toward the head, wrapping from the head to the tail.
   Queue::iterator toward_head(Queue::iterator it);
 
-  std::size_t capacity_bytes_;
-  std::size_t max_object_bytes_;
   Queue queue_;
   Queue::iterator hand_ = queue_.end();  // end() = start the next sweep at the tail
   // Keys view the key stored in their Entry: list nodes never move, and an entry leaves the
   // index before its node is freed.
   KeyIndex<Queue::iterator> index_;
-  CacheStats stats_;
 };
 
 }  // namespace proxy
