@@ -214,5 +214,14 @@ TEST(MayRetryOnNewConnection, OnlyAnIdempotentRequestOnAReusedConnectionBeforeAn
   EXPECT_FALSE(may_retry_on_new_connection("GET", true, false, true, 1)) << "once only";
 }
 
+TEST(IsIdempotent, TheMethodsOfRfc9110Section9_2_2CaseSensitive) {
+  for (const char* method : {"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"}) {
+    EXPECT_TRUE(is_idempotent(method)) << method;
+  }
+  for (const char* method : {"POST", "PATCH", "CONNECT", "get", "Put", ""}) {
+    EXPECT_FALSE(is_idempotent(method)) << method;
+  }
+}
+
 }  // namespace
 }  // namespace proxy
