@@ -69,8 +69,8 @@ int main(int argc, char** argv) {
         ->default_str(std::to_string(config.auto_interval.count()));
     app.add_option_function<long>(
            "--shed-delay-ms", [&](long ms) { config.shed_delay = proxy::Millis{ms}; },
-           "Load shedding by queueing delay (CoDel): the time a request may wait for a worker "
-           "indefinitely, in ms. Once the oldest waiting request has waited longer than this "
+           "Load shedding by queueing delay (CoDel): the target, in ms — a request may wait this "
+           "long for a worker without the queue counting as standing. Once the oldest waiting request has waited longer than this "
            "for a whole --shed-interval-ms, new requests get 503 + Retry-After: 1 at once, and "
            "queued ones that waited longer are refused when a worker reaches them, until the "
            "delay falls below it again")

@@ -107,7 +107,8 @@ std::string render_prometheus(const MetricsSnapshot& m) {
 
   const char* latency = "proxy_request_duration_seconds";
   family(out, latency, "histogram",
-         "Time a worker spent on one request, from reading its head to the end of the response.");
+         "Time from reading a request's head to the end of its response, for every request read "
+         "(hits answered on the poller included).");
   for (std::size_t i = 0; i < m.latency.cumulative.size(); ++i) {
     const std::string le =
         i < LatencyHistogram::kBoundsSeconds.size() ? number(LatencyHistogram::kBoundsSeconds[i])
