@@ -179,7 +179,8 @@ bool serve_request(ClientConnection& connection, Cache& cache, const ProxyOption
 /// and RFC 9112 §9.3), whose fresh stored response RFC 9111 lets answer it. Then the response goes
 /// out with one non-blocking send (and send_unsent() for what did not fit), the request's bytes
 /// leave `head`, and the counters move as serve_request's would. For any other request it
-/// returns not_served and leaves `head` alone; its cache lookup, if it made one, is kept in
+/// returns not_served and leaves `head` alone (but for empty lines before the request line,
+/// which serve_request would skip too); its cache lookup, if it made one, is kept in
 /// `connection` for serve_request, so no lookup is counted twice. For stage 4's poller: a hit
 /// then costs no hand-off to a worker. Thread-safety: as serve_request.
 HitOutcome serve_hit_now(ClientConnection& connection, std::string& head, Cache& cache,

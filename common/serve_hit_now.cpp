@@ -39,7 +39,8 @@ HitOutcome serve_hit_now(ClientConnection& connection, std::string& head, Cache&
   }
   stats.requests.fetch_add(1, std::memory_order_relaxed);
   ++connection.requests_;
-  Context ctx{connection.socket_, options, stats, connection.peer_, request.method + " " + request.target};
+  Context ctx{connection.socket_, options, stats, connection.peer_,
+              request.method + " " + request.target};
   ctx.persistent = true;
   ctx.version_minor = request.version_minor;
   std::string out = hit_head(ctx, *lookup.entry);
