@@ -91,6 +91,8 @@ bool StageTest::wait_until(const std::function<bool()>& condition,
     // fail in a second rather than after the deadline, a minute of every such grading.
     if (stage_ && !stage_->running()) return condition();
     if (std::chrono::steady_clock::now() > until) return false;
+    // Polling, bounded: the condition is another process's state (the origin's counts, the
+    // stage's threads), which offers nothing to wait on.
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return true;
