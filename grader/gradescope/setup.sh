@@ -46,7 +46,7 @@ jobs=$(nproc)
 if [ "$MODE" = lab ]; then
   args=(--lab "$LAB")
 else
-  args=(--stages "$STAGES")
+  args=(--stages "$STAGES" --stage-lanes "$(nproc)")  # one stage per core at once: grade.cpp
 fi
 # The tree every submission is laid over, and the grader's build folders for it. Grading the
 # reference here both fills the builds and shows, in the image's log, that it gets full marks.
