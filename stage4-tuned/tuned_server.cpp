@@ -62,6 +62,7 @@ PoolSizerOptions sizer_options(const TunedConfig& config) {
   PoolSizerOptions options;
   options.min_workers = config.workers_auto ? config.min_workers : config.workers;
   options.max_workers = config.workers_auto ? config.max_workers : config.workers;
+  options.interval_seconds = std::chrono::duration<double>(config.auto_interval).count();
   return options;
 }
 
