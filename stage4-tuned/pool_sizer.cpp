@@ -109,8 +109,10 @@ std::optional<std::size_t> PoolSizer::judge_cut(const Interval& now) {
 // has raised the concurrency well past the unloaded moment's: an origin that simply got slower
 // raises latency at any concurrency, and fewer workers would not help it.
 bool PoolSizer::at_bottleneck(const Interval& now) const {
-  return now.measured && base_.latency > 0 && now.latency > options_.latency_rise * base_.latency &&
-         now.throughput < now.previous_throughput * kFlat && demand_ > kMoreConcurrency * base_.busy;
+  return now.measured && base_.latency > 0 &&
+         now.latency > options_.latency_rise * base_.latency &&
+         now.throughput < now.previous_throughput * kFlat &&
+         demand_ > kMoreConcurrency * base_.busy;
 }
 
 // Little's law at the bottleneck: it completes λ per second at W₀ each, so λ·W₀ workers keep it

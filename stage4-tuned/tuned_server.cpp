@@ -337,8 +337,10 @@ void TunedServer::serve(Job job) {
   }
   // CoDel drops at the head of the queue: a request that waited past the target while the queue
   // stood is refused now rather than served late.
-  if (queue_standing_.load(std::memory_order_relaxed) && start - job.queued_at > config_.shed_delay) {
-    shed(job.client.connection.release(), "waited past --shed-delay-ms while the queue stood (CoDel)");
+  if (queue_standing_.load(std::memory_order_relaxed) &&
+      start - job.queued_at > config_.shed_delay) {
+    shed(job.client.connection.release(),
+         "waited past --shed-delay-ms while the queue stood (CoDel)");
     return;
   }
   Client& client = job.client;
