@@ -119,6 +119,8 @@ class TunedServer {
     std::chrono::steady_clock::time_point queued_at;
   };
   enum class HeadState { more, ready, closed };
+  // The poller does its housekeeping (timeouts, sizing, the shedder) at least this often, in ms.
+  static constexpr int kTickMs = 50;
 
   void serve(Job job);                // on a worker
   void accept_ready();                // on the poller
