@@ -62,6 +62,7 @@ PoolSizerOptions sizer_options(const TunedConfig& config) {
   PoolSizerOptions options;
   options.min_workers = config.workers_auto ? config.min_workers : config.workers;
   options.max_workers = config.workers_auto ? config.max_workers : config.workers;
+  options.interval_seconds = std::chrono::duration<double>(config.auto_interval).count();
   return options;
 }
 
@@ -336,8 +337,10 @@ void TunedServer::serve(Job job) {
   }
   // CoDel drops at the head of the queue: a request that waited past the target while the queue
   // stood is refused now rather than served late.
-  if (queue_standing_.load(std::memory_order_relaxed) && start - job.queued_at > config_.shed_delay) {
-    shed(job.client.connection.release(), "waited past --shed-delay-ms while the queue stood (CoDel)");
+  if (queue_standing_.load(std::memory_order_relaxed) &&
+      start - job.queued_at > config_.shed_delay) {
+    shed(job.client.connection.release(),
+         "waited past --shed-delay-ms while the queue stood (CoDel)");
     return;
   }
   Client& client = job.client;
@@ -348,7 +351,13 @@ void TunedServer::serve(Job job) {
     const std::uint64_t before = connection.requests();
     const auto began = Clock::now();
     const bool open = serve_request(connection, cache, options_, stats);
-    if (connection.requests() != before) latency_.observe(Clock::now() - began);
+    if (connection.requests() != before) {
+      const auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - began);
+      latency_.observe(took);
+      worker_requests_.fetch_add(1, std::memory_order_relaxed);
+      worker_nanoseconds_.fetch_add(static_cast<std::uint64_t>(took.count()),
+                                    std::memory_order_relaxed);
+    }
     if (!open) return;                         // closed by serve_request
     if (!connection.has_buffered()) break;     // else: a pipelined request is already here
   }
@@ -399,18 +408,20 @@ void TunedServer::resize_pool(Clock::time_point now, bool urgent) {
   if (!config_.workers_auto) return;
   const auto since = now - last_resize_;
   if (since < config_.auto_interval && !(urgent && since >= Millis{kTickMs})) return;
-  const LatencyHistogram::Snapshot latency = latency_.snapshot();
+  const std::uint64_t requests = worker_requests_.load(std::memory_order_relaxed);
+  const std::uint64_t nanoseconds = worker_nanoseconds_.load(std::memory_order_relaxed);
   const std::uint64_t shed = shed_.load(std::memory_order_relaxed);
   PoolSample sample;
   sample.seconds = seconds(since);
-  sample.completed = latency.count - last_latency_.count;
-  sample.busy_seconds = latency.sum_seconds - last_latency_.sum_seconds;
+  sample.completed = requests - last_worker_requests_;
+  sample.busy_seconds = static_cast<double>(nanoseconds - last_worker_nanoseconds_) / 1e9;
   sample.busy_average = busy_ticks_ > 0 ? busy_sum_ / static_cast<double>(busy_ticks_) : 0;
   sample.busy_now = pool_.busy();
   sample.queued = pool_.queued();
   sample.oldest_wait = oldest_wait(now);
   sample.shed = shed - last_shed_;
-  last_latency_ = latency;
+  last_worker_requests_ = requests;
+  last_worker_nanoseconds_ = nanoseconds;
   last_shed_ = shed;
   last_resize_ = now;
   busy_sum_ = 0;
