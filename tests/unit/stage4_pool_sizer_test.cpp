@@ -135,6 +135,26 @@ TEST(PoolSizer, CpuBoundLoadOnANoisyMachineDoesNotSwingBackToTheBacklog) {
   }
 }
 
+// A 20 ms origin behind 100 clients on a shared machine that stalls now and then: one interval
+// in ten everything runs 2.5× slower (another process took the cores). A stall looks like a
+// bottleneck for one interval — latency up, throughput down — and a cut sized from the stalled
+// throughput left fewer workers than clients (80 of 100) until the pool grew back.
+TEST(PoolSizer, AStallOfTheMachineDoesNotCutThePoolBelowItsClients) {
+  PoolSizer sizer({2, 1000}, 2);
+  std::size_t size = 2;
+  std::size_t smallest_late = 1000;
+  for (int step = 0; step < 120; ++step) {
+    PoolSample sample = closed_loop(size, 100, 0.020, 1e9);
+    if (step % 10 == 9) {
+      sample.completed = static_cast<std::uint64_t>(static_cast<double>(sample.completed) / 2.5);
+      sample.busy_seconds = sample.busy_average;  // L stays, so W = L / λ is 2.5× longer
+    }
+    size = sizer.next(size, sample);
+    if (step >= 20) smallest_late = std::min(smallest_late, size);
+  }
+  EXPECT_GE(smallest_late, 100u) << "every client keeps a worker through the stalls";
+}
+
 // The origin gets slower (20 ms, then 50 ms) behind the same 100 clients: latency rises at the
 // same concurrency, throughput falls, and it reads as a bottleneck at first. The cuts that follow
 // are each too small to judge alone; added up they show that the workers cut had been working,
