@@ -61,8 +61,10 @@ std::size_t PoolSizer::next(std::size_t current, const PoolSample& sample) {
   // same concurrency: where latency grows with concurrency (a CPU-bound load), a pool that grows
   // a step at a time would carry W₀ up with the queue it is meant to detect (TCP Vegas's base
   // RTT has the same trap). An origin that really got slower is learnt from a wrong cut below.
+  // The concurrency it was seen at is that of the requests it was measured on, L = λ·W — not the
+  // workers busy at the interval's end, which a load arriving late in it would inflate.
   if (now.measured && (base_.latency == 0 || now.latency < base_.latency)) {
-    base_ = {now.latency, demand_};
+    base_ = {now.latency, now.throughput * now.latency};
   }
   if (std::optional<std::size_t> judged = judge_cut(now)) return size_ = *judged;
   if (at_bottleneck(now)) return size_ = cut(now);
@@ -100,7 +102,7 @@ std::optional<std::size_t> PoolSizer::judge_cut(const Interval& now) {
   const std::size_t cut_from = std::exchange(cut_from_, 0);
   cut_doubted_ = false;
   if (!wrong) return std::nullopt;
-  base_ = {now.latency, demand_};
+  base_ = {now.latency, now.throughput * now.latency};
   underused_ = 0;
   // Proof that the cut was wrong, not that there is no limit (noise can still pass both tests
   // now and then): growth goes on from the size restored, doubling each interval as TCP's slow

@@ -192,6 +192,29 @@ TEST(PoolSizer, DownstreamBottleneckStopsGrowthWhereThroughputStops) {
   EXPECT_EQ(throughput, 500) << "and it is kept busy";
 }
 
+// The same origin (64 at a time, 20 ms each) behind 400 clients that arrive late in an interval:
+// its 96 completions took 21 ms, but 394 workers are busy at its end. W₀ belongs with the
+// concurrency those 96 requests saw (L = λ·W, about 2), not the workers busy at the end; paired
+// with 394, no later concurrency counted as "well past" it and the pool stayed at the backlog.
+TEST(PoolSizer, ALoadArrivingLateInAnIntervalStillFindsTheBottleneck) {
+  PoolSizer sizer({2, 1000}, 2);
+  PoolSample arrival;
+  arrival.seconds = 1;
+  arrival.completed = 96;
+  arrival.busy_seconds = 96 * 0.021;
+  arrival.busy_average = 90;
+  arrival.busy_now = 394;
+  arrival.queued = 6;
+  std::size_t size = sizer.next(2, arrival);
+  std::size_t largest_late = 0;
+  for (int step = 0; step < 60; ++step) {
+    size = sizer.next(size, closed_loop(size, 400, 0.020, 3200));
+    if (step >= 20) largest_late = std::max(largest_late, size);
+  }
+  EXPECT_LE(largest_late, 200u) << "about 2·λ·W₀ = 2 × 3200/s × 20 ms = 128, not the backlog";
+  EXPECT_GE(size, 64u) << "enough workers to keep the origin busy";
+}
+
 // The same 20 ms origin without a capacity limit: every worker adds throughput, so the pool
 // grows to the clients (at the target utilization) and stays there.
 TEST(PoolSizer, UnlimitedOriginGrowsToTheClientsAndStays) {
