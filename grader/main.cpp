@@ -74,8 +74,9 @@ void add_options(CLI::App& app, Args& a) {
   app.add_option("-j,--jobs", a.jobs, "Parallel compile jobs, and in lab mode how many tests of a group run at once")->capture_default_str();
   app.add_option("--stage-lanes", a.stage_lanes,
                  "Grade up to N stages at once (stage mode), each stage's checks one after "
-                 "another; throughput runs alone after them. On N cores, N lanes cost about what "
-                 "N other processes running beside the grader would")
+                 "another; throughput and queue-bound (measurements under a flood) run alone "
+                 "after them. On N cores, N lanes cost about what N other processes running "
+                 "beside the grader would")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_flag("--quick", a.quick, "One repeat per check and shorter loads (the QUICK=1 budget)");
