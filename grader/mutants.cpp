@@ -183,6 +183,14 @@ int grade_mutants(const Session& session, const std::set<std::string>& wanted) {
   const auto elapsed = [&] {
     return format_duration(std::chrono::duration<double>(Clock::now() - session.start).count());
   };
+  // A misspelt MUTANTS=name would grade nothing and pass, as --checks refuses an unknown id.
+  for (const std::string& name : wanted) {
+    if (name != "all" && std::none_of(rubric.mutants.begin(), rubric.mutants.end(),
+                                      [&](const MutantSpec& m) { return m.name == name; })) {
+      std::cerr << "grader: the rubric has no mutant '" << name << "'\n";
+      return 2;
+    }
+  }
   const fs::path tree = fs::path(session.build_root) / "mutants" / "src";
   copy_tree(session.submission, tree);  // also undoes whatever mutant a previous run left planted
   std::vector<std::string> previous;
