@@ -133,7 +133,10 @@ std::size_t PoolSizer::cut(const Interval& now) {
   // would cut the pool far below what the origin needs.
   const double throughput = std::max(now.throughput, now.previous_throughput);
   const double useful = options_.latency_rise * throughput * base_.latency;
-  ceiling_ = clamp(std::max(useful, now.workers / 2));
+  // Workers busy beyond what the completions explain (L = λ·W) are stuck on a silent origin:
+  // they are no part of the bottleneck's concurrency, and cutting them would leave none free.
+  const double stuck = std::max(0.0, demand_ - now.throughput * now.latency);
+  ceiling_ = clamp(std::max(useful, (now.workers - std::min(stuck, now.workers)) / 2) + stuck);
   probe_ = kProbe;
   underused_ = 0;
   const std::size_t size = std::min(size_, ceiling_);
