@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "build.h"
+#include "evidence.h"
 #include "run_command.h"
 #include "support.h"
 #include "traps.h"
@@ -93,7 +94,7 @@ void run_test_group(const json& group, const LabRun& run, const std::string& out
     return;
   }
   std::size_t passed = 0;
-  std::string failures;
+  std::vector<FailedTest> failures;
   const std::string log_dir = out_dir + "/logs/" + run.name + "/" + r.check_id;
   fs::create_directories(log_dir);
   std::fprintf(stderr, "[grade %7s] %s: %-18s %zu tests\n", elapsed_since(start).c_str(),
@@ -127,7 +128,7 @@ void run_test_group(const json& group, const LabRun& run, const std::string& out
     std::string why = skipped ? "SKIPPED (a skip is not a pass)"
                       : WIFEXITED(status) && WEXITSTATUS(status) == 137 ? "KILLED after 180 s (a hang?)"
                                                                          : "FAILED";
-    failures += "--- " + test + ": " + why + " (full log: " + log + ")\n" + tail(text, 1500) + "\n";
+    failures.push_back({test, why, log, text});
   }
   r.passed = !tests.empty() && passed == tests.size();
   // Whole points, rounded down: the table shows integers, and 32 of 33 is not full marks.
@@ -136,7 +137,7 @@ void run_test_group(const json& group, const LabRun& run, const std::string& out
              command + ")\n" +
              (tests.empty() ? "No test matches this filter: the test sources were not the reference's.\n"
                             : "") +
-             failures;
+             condense_failures(failures);
 }
 
 /// The rubric's checks the lab names, with the lab's points; nullopt when one is not in the
