@@ -566,6 +566,37 @@ TEST_P(TunedStage, AnswersHitsWithoutAWorkerWhileTheOnlyWorkerIsStuck) {
   EXPECT_EQ(origin_->request_count("/bytes/300"), 1u);
 }
 
+// The only worker is stuck and the queue is full, so a request for the origin is shed with 503;
+// /metrics, asked for as a monitoring client does (keep-alive), is still answered, by the poller,
+// and shows the overload it is asked about.
+TEST_P(TunedStage, AnswersMetricsWhileTheOnlyWorkerIsStuckAndTheQueueIsFull) {
+  start_stage({"--workers", "1", "--queue", "1", "--origin-timeout-ms", "60000"});
+  proxy::Socket stuck = send_request(proxy_port(), proxy_get(origin_url("/stall")));
+  ASSERT_TRUE(origin_->wait_for_requests("/stall", 1, kDeadline));
+  proxy::Socket queued = send_request(proxy_port(), proxy_get(origin_url("/stall?queued")));
+  // The queue holds one request: once it does, the next request for the origin is shed.
+  bool shed = false;
+  for (auto until = std::chrono::steady_clock::now() + kDeadline;
+       !shed && std::chrono::steady_clock::now() < until;) {
+    shed = fetch(proxy_port(), origin_url("/bytes/10")).status == 503;
+  }
+  ASSERT_TRUE(shed) << "the full queue never shed a request";
+  const std::string ask = "GET /metrics HTTP/1.1\r\nHost: proxy\r\n\r\n";
+  proxy::Socket client = send_request(proxy_port(), ask);
+  for (int i = 0; i < 2; ++i) {
+    if (i > 0) {
+      ASSERT_EQ(client.write_all(ask, 5s).status, proxy::IoStatus::ok);
+    }
+    std::vector<HttpResponse> r = read_framed(client, 1, kLive);
+    ASSERT_EQ(r.size(), 1u) << "/metrics " << i << " waited for the stuck worker";
+    ASSERT_EQ(r[0].status, 200);
+    Exposition m = parse_exposition(r[0].body);
+    EXPECT_EQ(m["proxy_workers_busy"], 1);
+    EXPECT_EQ(m["proxy_queue_depth"], 1);
+    EXPECT_GE(m["proxy_shed_total"], 1);
+  }
+}
+
 // A 60 KB hit to a client with a small receive window (the rest of a hit the socket does not
 // take at once waits in epoll; serve_hit_now_test forces that case): byte-exact, and the
 // connection carries the next request. Lookups count once each, whichever thread answered.
