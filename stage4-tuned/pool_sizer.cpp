@@ -21,6 +21,8 @@ constexpr double kMoreConcurrency = 1.5;
 constexpr double kJudgedCut = 0.6;
 // Latency after a cut within this factor of the latency before it "stayed where it was".
 constexpr double kLatencyStayed = 0.9;
+// Growth past a ceiling the bottleneck rule found: this share of the pool per interval.
+constexpr double kProbe = 0.25;
 
 }  // namespace
 
@@ -59,8 +61,10 @@ std::size_t PoolSizer::next(std::size_t current, const PoolSample& sample) {
   // same concurrency: where latency grows with concurrency (a CPU-bound load), a pool that grows
   // a step at a time would carry W₀ up with the queue it is meant to detect (TCP Vegas's base
   // RTT has the same trap). An origin that really got slower is learnt from a wrong cut below.
+  // The concurrency it was seen at is that of the requests it was measured on, L = λ·W — not the
+  // workers busy at the interval's end, which a load arriving late in it would inflate.
   if (now.measured && (base_.latency == 0 || now.latency < base_.latency)) {
-    base_ = {now.latency, demand_};
+    base_ = {now.latency, now.throughput * now.latency};
   }
   if (std::optional<std::size_t> judged = judge_cut(now)) return size_ = *judged;
   if (at_bottleneck(now)) return size_ = cut(now);
@@ -98,10 +102,15 @@ std::optional<std::size_t> PoolSizer::judge_cut(const Interval& now) {
   const std::size_t cut_from = std::exchange(cut_from_, 0);
   cut_doubted_ = false;
   if (!wrong) return std::nullopt;
-  base_ = {now.latency, demand_};
-  ceiling_ = 0;
+  base_ = {now.latency, now.throughput * now.latency};
   underused_ = 0;
-  return std::max(size_, clamp(static_cast<double>(cut_from)));
+  // Proof that the cut was wrong, not that there is no limit (noise can still pass both tests
+  // now and then): growth goes on from the size restored, doubling each interval as TCP's slow
+  // start does, not in one jump to the whole backlog that the next interval would have to undo.
+  const std::size_t restored = std::max(size_, clamp(static_cast<double>(cut_from)));
+  ceiling_ = restored;
+  probe_ = 1.0;
+  return restored;
 }
 
 // A downstream bottleneck (the origin's capacity, or the cores): requests take latency_rise ×
@@ -119,8 +128,13 @@ bool PoolSizer::at_bottleneck(const Interval& now) const {
 // busy; latency_rise × that keeps latency within the rise. Shrinking at most by half per
 // interval keeps one noisy interval from costing much.
 std::size_t PoolSizer::cut(const Interval& now) {
-  const double useful = options_.latency_rise * now.throughput * base_.latency;
+  // λ at the bottleneck: the better of this interval and the last, for one interval in which
+  // the machine stalled (another process took the cores) shows a bottleneck too, with a λ that
+  // would cut the pool far below what the origin needs.
+  const double throughput = std::max(now.throughput, now.previous_throughput);
+  const double useful = options_.latency_rise * throughput * base_.latency;
   ceiling_ = clamp(std::max(useful, now.workers / 2));
+  probe_ = kProbe;
   underused_ = 0;
   const std::size_t size = std::min(size_, ceiling_);
   if (size < size_ && cut_from_ == 0) {  // the first of a run of cuts: what it is judged against
@@ -141,7 +155,7 @@ bool PoolSizer::under_pressure(const PoolSample& sample, const Interval& now) co
 
 // Little's law again: the work in the system is what is being served plus what waits, so that
 // many workers (at the target utilization) serve it without queueing: grow there at once. Past a
-// bottleneck found earlier, only a quarter per interval (probing).
+// bottleneck found earlier, only a quarter per interval (probing; doubling after an undone cut).
 std::size_t PoolSizer::grow(const PoolSample& sample, const Interval& now) {
   underused_ = 0;
   const double backlog = std::max(demand_, static_cast<double>(sample.busy_now)) +
@@ -152,11 +166,11 @@ std::size_t PoolSizer::grow(const PoolSample& sample, const Interval& now) {
   // nothing, and only more workers can reach the requests queued behind the stuck ones.
   if (ceiling_ != 0 && sample.completed > 0 && wanted > static_cast<double>(ceiling_)) {
     // A short interval (the pool is asked early while requests wait) grows it by its share of
-    // the quarter, or a queue that a bottleneck keeps standing would grow the pool faster than
+    // the step, or a queue that a bottleneck keeps standing would grow the pool faster than
     // the bottleneck rule can judge it.
     const double share = std::min(1.0, sample.seconds / options_.interval_seconds);
-    const double probe = now.workers + std::max(1.0, std::floor(now.workers / 4 * share));
-    wanted = std::max(static_cast<double>(ceiling_), probe);
+    const double probe = now.workers + std::max(1.0, std::floor(now.workers * probe_ * share));
+    wanted = std::min(wanted, std::max(static_cast<double>(ceiling_), probe));
     ceiling_ = clamp(wanted);
   }
   return std::max(size_, clamp(wanted));

@@ -135,6 +135,26 @@ TEST(PoolSizer, CpuBoundLoadOnANoisyMachineDoesNotSwingBackToTheBacklog) {
   }
 }
 
+// A 20 ms origin behind 100 clients on a shared machine that stalls now and then: one interval
+// in ten everything runs 2.5× slower (another process took the cores). A stall looks like a
+// bottleneck for one interval — latency up, throughput down — and a cut sized from the stalled
+// throughput left fewer workers than clients (80 of 100) until the pool grew back.
+TEST(PoolSizer, AStallOfTheMachineDoesNotCutThePoolBelowItsClients) {
+  PoolSizer sizer({2, 1000}, 2);
+  std::size_t size = 2;
+  std::size_t smallest_late = 1000;
+  for (int step = 0; step < 120; ++step) {
+    PoolSample sample = closed_loop(size, 100, 0.020, 1e9);
+    if (step % 10 == 9) {
+      sample.completed = static_cast<std::uint64_t>(static_cast<double>(sample.completed) / 2.5);
+      sample.busy_seconds = sample.busy_average;  // L stays, so W = L / λ is 2.5× longer
+    }
+    size = sizer.next(size, sample);
+    if (step >= 20) smallest_late = std::min(smallest_late, size);
+  }
+  EXPECT_GE(smallest_late, 100u) << "every client keeps a worker through the stalls";
+}
+
 // The origin gets slower (20 ms, then 50 ms) behind the same 100 clients: latency rises at the
 // same concurrency, throughput falls, and it reads as a bottleneck at first. The cuts that follow
 // are each too small to judge alone; added up they show that the workers cut had been working,
@@ -170,6 +190,29 @@ TEST(PoolSizer, DownstreamBottleneckStopsGrowthWhereThroughputStops) {
   EXPECT_LE(largest_late, 40u);
   EXPECT_GE(size, 10u) << "enough workers to keep the origin busy";
   EXPECT_EQ(throughput, 500) << "and it is kept busy";
+}
+
+// The same origin (64 at a time, 20 ms each) behind 400 clients that arrive late in an interval:
+// its 96 completions took 21 ms, but 394 workers are busy at its end. W₀ belongs with the
+// concurrency those 96 requests saw (L = λ·W, about 2), not the workers busy at the end; paired
+// with 394, no later concurrency counted as "well past" it and the pool stayed at the backlog.
+TEST(PoolSizer, ALoadArrivingLateInAnIntervalStillFindsTheBottleneck) {
+  PoolSizer sizer({2, 1000}, 2);
+  PoolSample arrival;
+  arrival.seconds = 1;
+  arrival.completed = 96;
+  arrival.busy_seconds = 96 * 0.021;
+  arrival.busy_average = 90;
+  arrival.busy_now = 394;
+  arrival.queued = 6;
+  std::size_t size = sizer.next(2, arrival);
+  std::size_t largest_late = 0;
+  for (int step = 0; step < 60; ++step) {
+    size = sizer.next(size, closed_loop(size, 400, 0.020, 3200));
+    if (step >= 20) largest_late = std::max(largest_late, size);
+  }
+  EXPECT_LE(largest_late, 200u) << "about 2·λ·W₀ = 2 × 3200/s × 20 ms = 128, not the backlog";
+  EXPECT_GE(size, 64u) << "enough workers to keep the origin busy";
 }
 
 // The same 20 ms origin without a capacity limit: every worker adds throughput, so the pool
