@@ -270,6 +270,25 @@ TEST(PoolSizer, ACutNeverLeavesOnlyTheWorkersStuckOnASilentOrigin) {
   }
 }
 
+// An origin that alternates between fast (2 ms) and slow (100 ms) every two intervals (0.5 s at
+// the default 250 ms), behind 400 clients, without any capacity limit: no bottleneck at all. The
+// second slow interval halves the pool (W₀ is the fast phase's); that cut keeps more than
+// kJudgedCut of the concurrency, so it waits to be judged, and the fast interval after it ends
+// the run unjudged (not at the bottleneck), leaving the ceiling at the cut. The fast phase grows
+// back only by the probe (×1.25 twice), so every cycle keeps ×0.78 of the pool: it ratchets down
+// to a handful of workers while hundreds of requests queue for an idle origin.
+TEST(PoolSizer, AnOriginAlternatingFastAndSlowDoesNotRatchetThePoolDown) {
+  PoolSizer sizer({2, 1000}, 2);
+  std::size_t size = 2;
+  std::size_t smallest_late = 1000;
+  for (int step = 0; step < 120; ++step) {
+    const bool slow = step % 4 >= 2;
+    size = sizer.next(size, closed_loop(size, 400, slow ? 0.100 : 0.002, 1e9));
+    if (step >= 40) smallest_late = std::min(smallest_late, size);
+  }
+  EXPECT_GE(smallest_late, 200u) << "an origin with no limit keeps at least half the clients busy";
+}
+
 TEST(PoolSizer, ClampsItsStartAndIgnoresAnEmptyInterval) {
   PoolSizer sizer({4, 8}, 100);
   EXPECT_EQ(sizer.size(), 8u);
