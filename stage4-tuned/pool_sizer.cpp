@@ -23,6 +23,9 @@ constexpr double kJudgedCut = 0.6;
 constexpr double kLatencyStayed = 0.9;
 // Growth past a ceiling the bottleneck rule found: this share of the pool per interval.
 constexpr double kProbe = 0.25;
+// Throughput past this factor of the one a cut was made at: another load, not noise (a noisy
+// machine moves it by 10-30 %, and a cut past a bottleneck leaves it where it was).
+constexpr double kLoadChanged = 3.0;
 
 }  // namespace
 
@@ -89,6 +92,17 @@ std::size_t PoolSizer::next(std::size_t current, const PoolSample& sample) {
 // enough for λ to show it.
 std::optional<std::size_t> PoolSizer::judge_cut(const Interval& now) {
   if (cut_from_ == 0) return std::nullopt;
+  // The load the cut was made under has gone: throughput well past anything the cut left room
+  // for (a slow phase ended). The cut proved nothing either way, and keeping its ceiling would
+  // let the next slow phase cut again from there: an origin alternating fast and slow would
+  // ratchet the pool down a cut per phase while requests queue for an idle origin. Undone,
+  // without learning W₀ from it.
+  if (now.measured && now.throughput > kLoadChanged * before_cut_.throughput) {
+    size_ = std::max(size_, clamp(static_cast<double>(std::exchange(cut_from_, 0))));
+    cut_doubted_ = false;
+    ceiling_ = 0;
+    return std::nullopt;
+  }
   // The share of the concurrency kept: workers above the work in the system were idle, and
   // cutting them changed nothing.
   const double kept = std::min(1.0, now.workers / std::max(before_cut_.busy, 1.0));
@@ -133,7 +147,10 @@ std::size_t PoolSizer::cut(const Interval& now) {
   // would cut the pool far below what the origin needs.
   const double throughput = std::max(now.throughput, now.previous_throughput);
   const double useful = options_.latency_rise * throughput * base_.latency;
-  ceiling_ = clamp(std::max(useful, now.workers / 2));
+  // Workers busy beyond what the completions explain (L = λ·W) are stuck on a silent origin:
+  // they are no part of the bottleneck's concurrency, and cutting them would leave none free.
+  const double stuck = std::max(0.0, demand_ - now.throughput * now.latency);
+  ceiling_ = clamp(std::max(useful, (now.workers - std::min(stuck, now.workers)) / 2) + stuck);
   probe_ = kProbe;
   underused_ = 0;
   const std::size_t size = std::min(size_, ceiling_);

@@ -241,6 +241,54 @@ TEST(PoolSizer, AFastPhaseBeforeASlowOriginDoesNotReadAsABottleneck) {
   EXPECT_GE(smallest_late, 400u) << "every client keeps a worker once the pool has grown";
 }
 
+// 300 workers stuck on a silent origin (busy, completing nothing) beside 50 clients of 0.5 ms
+// misses on a 2-core machine (at most 20000/s). The bottleneck rule takes the stuck workers for
+// concurrency "well past" W₀'s and halves the pool — below the stuck ones: for the next interval
+// not one worker is free, and every miss waits (throughput 0), then the pool grows back, every
+// third interval. Only the concurrency the completions explain (λ·W) may be cut.
+TEST(PoolSizer, ACutNeverLeavesOnlyTheWorkersStuckOnASilentOrigin) {
+  PoolSizer sizer({2, 1024}, 2);
+  std::size_t size = 2;
+  const double stuck = 300;
+  for (int step = 0; step < 40; ++step) {
+    const double in_service = step == 0 ? 0 : stuck;
+    const double free_workers = std::max(0.0, static_cast<double>(size) - in_service);
+    const double working = std::min(free_workers, 50.0);
+    const double throughput = std::min(working / 0.0005, 20000.0);
+    PoolSample sample;
+    sample.seconds = 0.25;
+    sample.completed = static_cast<std::uint64_t>(throughput * 0.25);
+    sample.busy_seconds = throughput > 0 ? static_cast<double>(sample.completed) * working / throughput : 0;
+    sample.busy_average = working + in_service;
+    sample.busy_now = static_cast<std::size_t>(working + in_service);
+    sample.queued = static_cast<std::size_t>(50 - working) +
+                    (step == 0 ? static_cast<std::size_t>(stuck) - std::min<std::size_t>(300, size) : 0);
+    size = sizer.next(size, sample);
+    if (step >= 2) {
+      ASSERT_GT(size, 300u) << "step " << step << ": only stuck workers left";
+    }
+  }
+}
+
+// An origin that alternates between fast (2 ms) and slow (100 ms) every two intervals (0.5 s at
+// the default 250 ms), behind 400 clients, without any capacity limit: no bottleneck at all. The
+// second slow interval halves the pool (W₀ is the fast phase's); that cut keeps more than
+// kJudgedCut of the concurrency, so it waits to be judged, and the fast interval after it ends
+// the run unjudged (not at the bottleneck), leaving the ceiling at the cut. The fast phase grows
+// back only by the probe (×1.25 twice), so every cycle keeps ×0.78 of the pool: it ratchets down
+// to a handful of workers while hundreds of requests queue for an idle origin.
+TEST(PoolSizer, AnOriginAlternatingFastAndSlowDoesNotRatchetThePoolDown) {
+  PoolSizer sizer({2, 1000}, 2);
+  std::size_t size = 2;
+  std::size_t smallest_late = 1000;
+  for (int step = 0; step < 120; ++step) {
+    const bool slow = step % 4 >= 2;
+    size = sizer.next(size, closed_loop(size, 400, slow ? 0.100 : 0.002, 1e9));
+    if (step >= 40) smallest_late = std::min(smallest_late, size);
+  }
+  EXPECT_GE(smallest_late, 200u) << "an origin with no limit keeps at least half the clients busy";
+}
+
 TEST(PoolSizer, ClampsItsStartAndIgnoresAnEmptyInterval) {
   PoolSizer sizer({4, 8}, 100);
   EXPECT_EQ(sizer.size(), 8u);
