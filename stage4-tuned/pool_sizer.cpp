@@ -61,6 +61,19 @@ std::size_t PoolSizer::next(std::size_t current, const PoolSample& sample) {
   // Little's law, seeing work in progress: a worker stuck on a silent origin completes nothing
   // but is busy now; the sampled average counts the ones that came and went.
   demand_ = std::max(sample.busy_average, static_cast<double>(sample.busy_now));
+  // Another load (misses after hits, a far origin after a near one): λ fell and W rose, each by
+  // more than kLoadChanged, from one interval to the next. No bottleneck the pool meets does
+  // that, nor a cut (it lowers W), nor a noisy interval or a stall (they move each by 2.5× at
+  // most): what was learnt about the old load — W₀, a ceiling, a cut — says nothing of this one.
+  const double previous_latency = std::exchange(last_latency_, now.latency);
+  if (now.measured && previous_latency > 0 && now.latency > kLoadChanged * previous_latency &&
+      now.throughput * kLoadChanged < now.previous_throughput) {
+    base_ = {now.latency, now.throughput * now.latency};
+    ceiling_ = 0;
+    probe_ = kProbe;
+    cut_from_ = 0;
+    cut_doubted_ = false;
+  }
   // W₀ is the lowest latency seen. It never rises with the latency seen now, even at about the
   // same concurrency: where latency grows with concurrency (a CPU-bound load), a pool that grows
   // a step at a time would carry W₀ up with the queue it is meant to detect (TCP Vegas's base

@@ -98,6 +98,7 @@ class PoolSizer {
   double demand_ = 0;
   Observed base_;  // W₀, the unloaded latency, and the concurrency it was seen at
   double last_throughput_ = 0;
+  double last_latency_ = 0;  // the last interval's mean latency, seconds (0: not measured)
   // After the bottleneck rule cut the pool: the size before the first cut of a run, and what the
   // pool did then, so the next intervals can undo cuts that cost throughput.
   std::size_t cut_from_ = 0;  // 0: no cut to judge

