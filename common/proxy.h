@@ -181,8 +181,10 @@ bool serve_request(ClientConnection& connection, Cache& cache, const ProxyOption
 /// leave `head`, and the counters move as serve_request's would. For any other request it
 /// returns not_served and leaves `head` alone (but for empty lines before the request line,
 /// which serve_request would skip too); its cache lookup, if it made one, is kept in
-/// `connection` for serve_request, so no lookup is counted twice. For stage 4's poller: a hit
-/// then costs no hand-off to a worker. Thread-safety: as serve_request.
+/// `connection` for serve_request, so no lookup is counted twice. The proxy's own `GET /metrics`
+/// (options.metrics set) is answered the same way. For stage 4's poller: a hit then costs no
+/// hand-off to a worker, and /metrics answers while every worker is busy or the queue sheds.
+/// Thread-safety: as serve_request.
 HitOutcome serve_hit_now(ClientConnection& connection, std::string& head, Cache& cache,
                          const ProxyOptions& options, ProxyStats& stats);
 

@@ -20,11 +20,15 @@ void reply_error(Context& ctx, int status, std::string_view detail) {
   ctx.client.write_all(response, ctx.options.write_timeout);
 }
 
+std::string metrics_response(const Context& ctx, const std::string& text) {
+  return "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; "
+         "charset=utf-8\r\nCache-Control: no-store\r\nContent-Length: " +
+         std::to_string(text.size()) + "\r\n" + connection_field(ctx) + "X-Cache: MISS\r\n\r\n" +
+         text;
+}
+
 void send_metrics(Context& ctx, const std::string& text) {
-  std::string response = "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; "
-                         "charset=utf-8\r\nCache-Control: no-store\r\nContent-Length: " +
-                         std::to_string(text.size()) + "\r\n" + connection_field(ctx) +
-                         "X-Cache: MISS\r\n\r\n" + text;
+  const std::string response = metrics_response(ctx, text);
   if (ctx.client.write_all(response, ctx.options.write_timeout).status != IoStatus::ok) {
     ctx.persistent = false;
   }

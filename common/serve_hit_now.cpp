@@ -1,6 +1,6 @@
 // Stage 4's fast path for a hit (proxy.h, serve_hit_now): the same answer serve_request would
-// give a request a fresh stored response serves, sent without ever blocking, so the thread that
-// read the request head can send it and no worker is needed.
+// give a request a fresh stored response serves — or the proxy's own /metrics — sent without
+// ever blocking, so the thread that read the request head can send it and no worker is needed.
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -19,13 +19,40 @@ HitOutcome serve_hit_now(ClientConnection& connection, std::string& head, Cache&
   if (parsed.status != ParseStatus::complete || request.method != "GET") {
     return HitOutcome::not_served;
   }
-  std::optional<AbsoluteUri> uri = parse_absolute_uri(request.target);
+  // Counts the request as serve_request would, takes its bytes from `head`, and sends the
+  // response `build` makes without blocking (the rest waits for send_unsent).
+  auto send_now = [&](auto build) {
+    stats.requests.fetch_add(1, std::memory_order_relaxed);
+    ++connection.requests_;
+    Context ctx{connection.socket_, options, stats, connection.peer_,
+                request.method + " " + request.target};
+    ctx.persistent = true;
+    ctx.version_minor = request.version_minor;
+    connection.unsent_ = build(ctx);
+    head.erase(0, parsed.consumed);
+    switch (connection.send_unsent()) {
+      case IoStatus::ok:
+        return HitOutcome::served;
+      case IoStatus::timeout:
+        return HitOutcome::partly_sent;
+      default:
+        return HitOutcome::failed;
+    }
+  };
   std::optional<BodyFraming> body = request_body_framing(request);
-  // The branches serve_request takes before the cache, and a connection that would close.
-  if (!uri || uri->scheme != "http" || !body || body->kind != BodyKind::none ||
-      count_fields(request.fields, "Host") > 1 || !wants_persistence(request)) {
+  // A connection that would close, and the branch serve_request takes first.
+  if (!body || body->kind != BodyKind::none || count_fields(request.fields, "Host") > 1 ||
+      !wants_persistence(request)) {
     return HitOutcome::not_served;
   }
+  // The proxy's own /metrics, answered here too: under overload, when it matters most, the
+  // workers are busy or the queue sheds, and an operator would see nothing.
+  if (options.metrics && request.target == "/metrics") {
+    return send_now([&](const Context& ctx) { return metrics_response(ctx, options.metrics()); });
+  }
+  // The branches serve_request takes before the cache.
+  std::optional<AbsoluteUri> uri = parse_absolute_uri(request.target);
+  if (!uri || uri->scheme != "http") return HitOutcome::not_served;
   const RequestCacheRules rules = request_cache_rules(request);
   if (rules.bypass) return HitOutcome::not_served;
   CacheLookup lookup{uri->cache_key(), nullptr};
@@ -37,24 +64,8 @@ HitOutcome serve_hit_now(ClientConnection& connection, std::string& head, Cache&
     connection.looked_up_ = std::move(lookup);  // serve_request goes on from this lookup
     return HitOutcome::not_served;
   }
-  stats.requests.fetch_add(1, std::memory_order_relaxed);
-  ++connection.requests_;
-  Context ctx{connection.socket_, options, stats, connection.peer_,
-              request.method + " " + request.target};
-  ctx.persistent = true;
-  ctx.version_minor = request.version_minor;
-  std::string out = hit_head(ctx, *lookup.entry);
-  out += lookup.entry->body;
-  head.erase(0, parsed.consumed);
-  connection.unsent_ = std::move(out);
-  switch (connection.send_unsent()) {
-    case IoStatus::ok:
-      return HitOutcome::served;
-    case IoStatus::timeout:
-      return HitOutcome::partly_sent;
-    default:
-      return HitOutcome::failed;
-  }
+  return send_now(
+      [&](const Context& ctx) { return hit_head(ctx, *lookup.entry) + lookup.entry->body; });
 }
 
 IoStatus ClientConnection::send_unsent() {

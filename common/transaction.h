@@ -73,7 +73,10 @@ bool wants_persistence(const Request& request);
 /// `detail`, Connection: close (and Retry-After: 1 with a 503). Counts an error, logs one line
 /// and clears ctx.persistent: after an error the rest of the connection's bytes are suspect.
 void reply_error(Context& ctx, int status, std::string_view detail);
-/// Answers the proxy's own `GET /metrics` with `text` (Prometheus text exposition format 0.0.4).
+/// The whole response to the proxy's own `GET /metrics`: 200 with `text` (Prometheus text
+/// exposition format 0.0.4), never stored, and ctx's Connection field.
+std::string metrics_response(const Context& ctx, const std::string& text);
+/// Answers the proxy's own `GET /metrics` with `text` (metrics_response).
 void send_metrics(Context& ctx, const std::string& text);
 /// One log line: the client, the request (once known) and `message`.
 void log_failure(const Context& ctx, std::string_view message);

@@ -31,7 +31,12 @@ struct CheckSpec {
 struct MutantSpec {
   std::string name;         ///< e.g. "wait-if"
   std::string patch;        ///< path of the patch, relative to the rubric's directory
-  std::string check;        ///< id of the check meant to catch it
+  std::string check;        ///< id of the stage check meant to catch it; "" when `lab_test` is set
+  /// Set instead of `check` for a bug no stage check can see (the stage's own code keeps the
+  /// black-box load from reaching it): the lab's unit test that catches it, e.g.
+  /// "lab 3: WorkerPool.AWorkerSurvivesAHandlerThatThrows". grade-mutants only checks that its
+  /// patch applies and says where it is graded; the unit test's own self-test shows the catch.
+  std::string lab_test;
   std::string description;  ///< the bug in one line
   /// The trap id (grader/traps.h) the check's hint must name; "" when no hint should fire.
   std::string trap;

@@ -64,19 +64,21 @@ int check_mutants_apply(const Session& session) {
     std::string problems;
     if (!fs::exists(patch_path)) {
       problems = "  no patch file " + patch_path + "\n";
-    } else if (std::none_of(session.rubric.checks.begin(), session.rubric.checks.end(),
+    } else if (m.lab_test.empty() &&
+               std::none_of(session.rubric.checks.begin(), session.rubric.checks.end(),
                             [&](const CheckSpec& c) { return c.id == m.check; })) {
       problems = "  the check '" + m.check + "' meant to catch it is not in the rubric\n";
     } else {
       problems = patch_problems(session.submission, patch_path, /*dry_run=*/true);
     }
     if (problems.empty()) {
-      std::printf("mutant %-22s applies to %s\n", m.name.c_str(),
+      std::printf("mutant %-22s applies to %s%s\n", m.name.c_str(),
                   [&] {
                     std::string files;
                     for (const std::string& f : patched_files(slurp(patch_path))) files += f + " ";
                     return files;
-                  }().c_str());
+                  }().c_str(),
+                  m.lab_test.empty() ? "" : ("(graded by " + m.lab_test + ")").c_str());
     } else {
       ++drifted;
       std::printf("mutant %s DRIFTED (%s no longer applies to %s):\n%s", m.name.c_str(),
@@ -186,7 +188,22 @@ int grade_mutants(const Session& session, const std::set<std::string>& wanted) {
       fs::copy_file(fs::path(session.submission) / file, tree / file,
                     fs::copy_options::overwrite_existing);
     }
+    previous.clear();
     const std::string patch_path = (fs::path(rubric.directory) / m.patch).string();
+    if (!m.lab_test.empty()) {
+      // No stage check can see this bug (rubric.json says why): stage mode does not claim it.
+      // Its patch must still apply, so that the lab test's self-test plants the same bug.
+      if (std::string problems = patch_problems(tree.string(), patch_path, true); !problems.empty()) {
+        std::cerr << "grader: mutant " << m.name << ": " << m.patch << " does not apply:\n" << problems;
+        return 2;
+      }
+      const std::string where = "not graded in stage mode; caught by " + m.lab_test;
+      table += "| " + m.name + " | " + m.lab_test + " | not graded in stage mode |\n";
+      std::printf("%-22s -> %s\n", m.name.c_str(), where.c_str());
+      std::fflush(stdout);
+      details += "## " + m.name + ": " + where + "\n\n" + m.description + "\n\n";
+      continue;
+    }
     previous = patched_files(slurp(patch_path));
     const std::optional<std::vector<CheckSpec>> specs = mutant_checks(m, rubric);
     if (!specs) return 2;

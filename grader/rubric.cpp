@@ -52,10 +52,23 @@ Rubric load_rubric(const std::string& path, bool quick) {
     rubric.checks.push_back(spec);
   }
   for (const nlohmann::json& m : doc.value("mutants", nlohmann::json::array())) {
-    rubric.mutants.push_back({m.at("name"), m.at("patch"), m.at("check"),
-                              m.value("description", ""), m.value("trap", ""),
-                              m.value("also", std::vector<std::string>{}),
-                              m.value("watch", std::vector<std::string>{})});
+    MutantSpec spec{m.at("name"),
+                    m.at("patch"),
+                    m.value("check", ""),
+                    m.value("lab_test", ""),
+                    m.value("description", ""),
+                    m.value("trap", ""),
+                    m.value("also", std::vector<std::string>{}),
+                    m.value("watch", std::vector<std::string>{})};
+    if (spec.check.empty() == spec.lab_test.empty()) {
+      throw std::runtime_error("rubric mutant " + spec.name +
+                               ": give exactly one of check (a stage check) and lab_test");
+    }
+    if (!spec.lab_test.empty() && (!spec.trap.empty() || !spec.also.empty() || !spec.watch.empty())) {
+      throw std::runtime_error("rubric mutant " + spec.name +
+                               ": trap, also and watch are for stage checks, not lab_test");
+    }
+    rubric.mutants.push_back(spec);
   }
   return rubric;
 }

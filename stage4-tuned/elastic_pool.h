@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "bounded_queue.h"
-#include "worker_pool.h"  // detail::log_handler_failure
+#include "worker_pool.h"  // detail:: log_handler_failure, check_pool_arguments, start_or_stop
 
 namespace proxy {
 
@@ -38,14 +38,8 @@ class ElasticPool {
   /// empty handler; std::system_error when a thread cannot start.
   ElasticPool(std::size_t workers, std::size_t queue_capacity, Handler handler)
       : handler_(std::move(handler)), queue_(queue_capacity) {
-    if (workers == 0) throw std::invalid_argument("ElasticPool: at least one worker");
-    if (!handler_) throw std::invalid_argument("ElasticPool: no handler");
-    try {
-      resize(workers);
-    } catch (...) {
-      shutdown();
-      throw;
-    }
+    detail::check_pool_arguments("ElasticPool", workers, handler_);
+    detail::start_or_stop([&] { resize(workers); }, [this] { shutdown(); });
   }
   ~ElasticPool() { shutdown(); }
   ElasticPool(const ElasticPool&) = delete;

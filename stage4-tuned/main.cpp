@@ -30,6 +30,72 @@ std::size_t default_shards(const proxy::ServerConfig& server) {
       kMaxDefaultShards);
 }
 
+// The flags of stage 4's own, into `config`; `workers` takes "auto" or a count.
+void add_tuned_options(CLI::App& app, proxy::TunedConfig& config, std::string& workers) {
+  using proxy::add_count_option;
+  using proxy::add_millis_option;
+  app.add_option("--workers", workers,
+                 "Worker threads: a number (threads), or 'auto' to size the pool at run time "
+                 "by Little's law (workers busy now plus requests waiting) between "
+                 "--min-workers and --max-workers, stepping back where a downstream "
+                 "bottleneck stops throughput rising")
+      ->check(CLI::IsMember({"auto"}) | CLI::Range(1, 4096))
+      ->capture_default_str();
+  add_count_option(app, "--min-workers", config.min_workers,
+                   "Fewest workers 'auto' keeps (threads)", 1, 4096);
+  add_count_option(app, "--max-workers", config.max_workers,
+                   "Most workers 'auto' starts (threads). Default: what this machine allows — a "
+                   "quarter of RLIMIT_NPROC and of /proc/sys/kernel/threads-max, and half of "
+                   "MemAvailable at 256 KiB a worker, the smallest, clamped to 16..1024",
+                   1, 4096);
+  add_millis_option(app, "--auto-interval-ms", config.auto_interval,
+                    "How often 'auto' re-sizes the pool, in ms (sooner, at most every 50 ms, while "
+                    "requests wait past half of --shed-delay-ms)",
+                    10, 60'000);
+  add_millis_option(app, "--shed-delay-ms", config.shed_delay,
+                    "Load shedding by queueing delay (CoDel): the target, in ms — a request may "
+                    "wait this long for a worker without the queue counting as standing. Once the "
+                    "oldest waiting request has waited longer than this for a whole "
+                    "--shed-interval-ms, new requests get 503 + Retry-After: 1 at once, and queued "
+                    "ones that waited longer are refused when a worker reaches them, until the "
+                    "delay falls below it again",
+                    1, 600'000);
+  add_millis_option(app, "--shed-interval-ms", config.shed_interval,
+                    "How long the queueing delay must stay above --shed-delay-ms before shedding "
+                    "starts, in ms: a burst shorter than this is absorbed by the queue",
+                    1, 600'000);
+  add_count_option(app, "--queue", config.queue,
+                   "Requests with a whole head that may wait for a worker, a bound on memory; "
+                   "past it each new one is shed at once with 503 and Retry-After: 1 "
+                   "(connections)",
+                   1, 1'000'000);
+  add_count_option(app, "--max-connections", config.max_connections,
+                   "Open client connections, idle ones included; past it a new connection gets "
+                   "503 at accept (connections). At most half of RLIMIT_NOFILE, whose soft limit "
+                   "is raised to the hard one: each connection may need a second descriptor",
+                   1, 1'000'000);
+  add_millis_option(app, "--idle-timeout-ms", config.idle_timeout,
+                    "A keep-alive connection with no new request for this long is closed, in ms");
+  add_count_option(app, "--cache-shards", config.cache_shards,
+                   "Cache shards, each with its own lock and cache-bytes/N bytes; 0 picks "
+                   "cache-bytes/(4 x max-object-bytes), 1 to 8, so each shard holds four of "
+                   "the largest objects",
+                   0, 1024);
+  app.add_flag("!--no-origin-reuse", config.origin_reuse,
+               "Open a new origin connection for every request and close it after the "
+               "response, as stages 1-3 do. By default a connection whose response ended "
+               "whole is kept (RFC 9112 §9.3) for the next request to that origin, at most "
+               "--origin-keep per origin, for 4 s");
+  add_count_option(app, "--origin-keep", config.origin_limits.per_origin,
+                   "Idle connections kept per origin between requests (connections); 1024 in "
+                   "all",
+                   1, 1024);
+  add_count_option(app, "--max-tunnels", config.max_tunnels,
+                   "CONNECT tunnels open at once; past it a CONNECT gets 503 (tunnels). A tunnel "
+                   "holds no worker: the tunnel thread relays it. 0: half of --max-connections",
+                   0, 100'000);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -44,91 +110,11 @@ int main(int argc, char** argv) {
   stage.description =
       "stage4-tuned: a caching HTTP forward proxy with a self-sizing worker pool, load shedding, "
       "deadlines, a sharded cache, keep-alive connections parked in epoll, and GET /metrics";
-  stage.add_options = [&](CLI::App& app) {
-    app.add_option("--workers", workers,
-                   "Worker threads: a number (threads), or 'auto' to size the pool at run time "
-                   "by Little's law (workers busy now plus requests waiting) between "
-                   "--min-workers and --max-workers, stepping back where a downstream "
-                   "bottleneck stops throughput rising")
-        ->check(CLI::IsMember({"auto"}) | CLI::Range(1, 4096))
-        ->capture_default_str();
-    app.add_option("--min-workers", config.min_workers, "Fewest workers 'auto' keeps (threads)")
-        ->check(CLI::Range(std::size_t{1}, std::size_t{4096}))
-        ->capture_default_str();
-    app.add_option("--max-workers", config.max_workers,
-                   "Most workers 'auto' starts (threads). Default: what this machine allows — a "
-                   "quarter of RLIMIT_NPROC and of /proc/sys/kernel/threads-max, and half of "
-                   "MemAvailable at 256 KiB a worker, the smallest, clamped to 16..1024")
-        ->check(CLI::Range(std::size_t{1}, std::size_t{4096}))
-        ->capture_default_str();
-    app.add_option_function<long>(
-           "--auto-interval-ms", [&](long ms) { config.auto_interval = proxy::Millis{ms}; },
-           "How often 'auto' re-sizes the pool, in ms (sooner, at most every 50 ms, while "
-           "requests wait past half of --shed-delay-ms)")
-        ->check(CLI::Range(10L, 60'000L))
-        ->default_str(std::to_string(config.auto_interval.count()));
-    app.add_option_function<long>(
-           "--shed-delay-ms", [&](long ms) { config.shed_delay = proxy::Millis{ms}; },
-           "Load shedding by queueing delay (CoDel): the target, in ms — a request may wait this "
-           "long for a worker without the queue counting as standing. Once the oldest waiting request has waited longer than this "
-           "for a whole --shed-interval-ms, new requests get 503 + Retry-After: 1 at once, and "
-           "queued ones that waited longer are refused when a worker reaches them, until the "
-           "delay falls below it again")
-        ->check(CLI::Range(1L, 600'000L))
-        ->default_str(std::to_string(config.shed_delay.count()));
-    app.add_option_function<long>(
-           "--shed-interval-ms", [&](long ms) { config.shed_interval = proxy::Millis{ms}; },
-           "How long the queueing delay must stay above --shed-delay-ms before shedding starts, "
-           "in ms: a burst shorter than this is absorbed by the queue")
-        ->check(CLI::Range(1L, 600'000L))
-        ->default_str(std::to_string(config.shed_interval.count()));
-    app.add_option("--queue", config.queue,
-                   "Requests with a whole head that may wait for a worker, a bound on memory; "
-                   "past it each new one is shed at once with 503 and Retry-After: 1 "
-                   "(connections)")
-        ->check(CLI::Range(std::size_t{1}, std::size_t{1'000'000}))
-        ->capture_default_str();
-    app.add_option("--max-connections", config.max_connections,
-                   "Open client connections, idle ones included; past it a new connection gets "
-                   "503 at accept (connections). At most half of RLIMIT_NOFILE, whose soft limit "
-                   "is raised to the hard one: each connection may need a second descriptor")
-        ->check(CLI::Range(std::size_t{1}, std::size_t{1'000'000}))
-        ->capture_default_str();
-    app.add_option_function<long>(
-           "--idle-timeout-ms", [&](long ms) { config.idle_timeout = proxy::Millis{ms}; },
-           "A keep-alive connection with no new request for this long is closed, in ms")
-        ->check(CLI::Range(1L, 3'600'000L))
-        ->default_str(std::to_string(config.idle_timeout.count()));
-    app.add_option("--cache-shards", config.cache_shards,
-                   "Cache shards, each with its own lock and cache-bytes/N bytes; 0 picks "
-                   "cache-bytes/(4 x max-object-bytes), 1 to 8, so each shard holds four of "
-                   "the largest objects")
-        ->check(CLI::Range(std::size_t{0}, std::size_t{1024}))
-        ->capture_default_str();
-  };
-  stage.add_options = [&, add = stage.add_options](CLI::App& app) {
-    add(app);
-    app.add_flag("!--no-origin-reuse", config.origin_reuse,
-                 "Open a new origin connection for every request and close it after the "
-                 "response, as stages 1-3 do. By default a connection whose response ended "
-                 "whole is kept (RFC 9112 §9.3) for the next request to that origin, at most "
-                 "--origin-keep per origin, for 4 s");
-    app.add_option("--origin-keep", config.origin_limits.per_origin,
-                   "Idle connections kept per origin between requests (connections); 1024 in "
-                   "all")
-        ->check(CLI::Range(std::size_t{1}, std::size_t{1024}))
-        ->capture_default_str();
-    app.add_option("--max-tunnels", config.max_tunnels,
-                   "CONNECT tunnels open at once; past it a CONNECT gets 503 (tunnels). A tunnel "
-                   "holds no worker: the tunnel thread relays it. 0: half of --max-connections")
-        ->check(CLI::Range(std::size_t{0}, std::size_t{100'000}))
-        ->capture_default_str();
-  };
+  stage.add_options = [&](CLI::App& app) { add_tuned_options(app, config, workers); };
   stage.build_cache = [&config](const proxy::ServerConfig& server) {
-    const std::size_t shards = config.cache_shards != 0 ? config.cache_shards : default_shards(server);
-    config.cache_shards = shards;
-    return proxy::make_concurrent_cache(server.cache_policy, shards, server.cache_bytes,
-                                        server.max_object_bytes);
+    if (config.cache_shards == 0) config.cache_shards = default_shards(server);
+    return proxy::make_concurrent_cache(server.cache_policy, config.cache_shards,
+                                        server.cache_bytes, server.max_object_bytes);
   };
   stage.run = [&](proxy::Server& server) {
     if (workers == "auto") {

@@ -20,6 +20,9 @@ mkdir -p "$OUT"
 # PORT_<NAME> and PID_<NAME>.
 start() {
   local name="$1"; shift
+  # Emptied here, not by the child's redirection: until the child runs, the file would still
+  # hold the last instance's "listening on" line, and its port.
+  : > "$OUT/$name.out"
   "$@" > "$OUT/$name.out" 2> "$OUT/$name.err" &
   local pid=$!
   for _ in $(seq 1 300); do
@@ -46,11 +49,15 @@ run() {
   # The warm-up's last requests are still queued when wrk closes their connections; a server
   # that still serves them (each a 20 ms miss) must not be measured while doing so.
   sleep 1
+  rm -f "$json"  # an earlier run's, in the same OUT, must not pass for this one's
   TARGET="$target" WORKLOAD="$workload" CLOSE="$close" JSON="$json" \
     wrk -t 2 -c "$conns" -d "${DUR}s" --latency -s "$LUA" "http://127.0.0.1:$port" \
     > "$OUT/$1-$2.txt" 2>&1 || true
   python3 - "$json" "$scenario" "$server" "$(peak_rss "$pid")" <<'PY'
-import json, sys
+import json, os, sys
+if not os.path.exists(sys.argv[1]):  # wrk could not run (its .txt says why): a row that says so
+    print("\t".join([sys.argv[2], sys.argv[3], "failed", "-", "-", "-", "-", sys.argv[4]]))
+    sys.exit(0)
 j = json.load(open(sys.argv[1]))
 e = j["errors"]
 answered = (j["requests"] - e["status"]) / j["duration_s"]

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <utility>
 
 namespace proxy {
@@ -15,8 +16,11 @@ constexpr int kShrinkAfter = 8;
 constexpr double kFlat = 1.10;
 // "Well past" the unloaded moment's concurrency, for the bottleneck rule.
 constexpr double kMoreConcurrency = 1.5;
-// A cut of the pool that lost more than this share of throughput took working workers: undone.
-constexpr double kUndoCut = 0.9;
+// Cuts that keep more than this share of the concurrency move throughput less than a noisy
+// machine does on its own: they are judged only once they add up to this.
+constexpr double kJudgedCut = 0.6;
+// Latency after a cut within this factor of the latency before it "stayed where it was".
+constexpr double kLatencyStayed = 0.9;
 
 }  // namespace
 
@@ -27,6 +31,7 @@ PoolSizer::PoolSizer(PoolSizerOptions options, std::size_t initial) : options_(o
     options_.target_utilization = 0.75;
   }
   if (!(options_.latency_rise > 1)) options_.latency_rise = 2.0;
+  if (!(options_.interval_seconds > 0)) options_.interval_seconds = 0.25;
   size_ = clamp(static_cast<double>(initial));
 }
 
@@ -41,98 +46,136 @@ std::size_t PoolSizer::next(std::size_t current, const PoolSample& sample) {
   current = clamp(static_cast<double>(current));
   size_ = current;
   if (sample.seconds <= 0) return size_;
-  const double workers = static_cast<double>(current);
-  const double throughput = static_cast<double>(sample.completed) / sample.seconds;
-  const bool measured = sample.completed >= options_.min_completions;
-  const double latency = measured ? sample.busy_seconds / static_cast<double>(sample.completed) : 0;
+  Interval now;
+  now.workers = static_cast<double>(current);
+  now.throughput = static_cast<double>(sample.completed) / sample.seconds;
+  now.measured = sample.completed >= options_.min_completions;
+  now.latency = now.measured ? sample.busy_seconds / static_cast<double>(sample.completed) : 0;
+  now.previous_throughput = std::exchange(last_throughput_, now.throughput);
   // Little's law, seeing work in progress: a worker stuck on a silent origin completes nothing
   // but is busy now; the sampled average counts the ones that came and went.
   demand_ = std::max(sample.busy_average, static_cast<double>(sample.busy_now));
-  // W₀ is the lowest latency seen, replaced by any later one seen at a comparable concurrency
-  // (the origin may have got slower, or faster) — never by one the pool's own extra concurrency
-  // inflated, or W₀ would creep up with the queue it is meant to detect (TCP Vegas's base RTT
-  // has the same trap).
-  if (measured && (base_.latency == 0 || latency < base_.latency ||
-                   demand_ <= kMoreConcurrency * base_.busy)) {
-    base_ = {latency, demand_};
+  // W₀ is the lowest latency seen. It never rises with the latency seen now, even at about the
+  // same concurrency: where latency grows with concurrency (a CPU-bound load), a pool that grows
+  // a step at a time would carry W₀ up with the queue it is meant to detect (TCP Vegas's base
+  // RTT has the same trap). An origin that really got slower is learnt from a wrong cut below.
+  if (now.measured && (base_.latency == 0 || now.latency < base_.latency)) {
+    base_ = {now.latency, demand_};
   }
-  const double previous_throughput = last_throughput_;
-  last_throughput_ = throughput;
-  // The bottleneck rule below is judged like every hill-climb step: the interval after it cut
-  // the pool shows whether those workers were idle waiters or were doing the work. When
-  // throughput fell with them, the rule was wrong — W₀ was stale (remembered from a faster
-  // phase: hits, a nearer origin), and this latency is simply the origin's. Undo the cut and take
-  // the latency seen now as the new W₀.
-  if (cut_from_ != 0) {
-    const std::size_t cut_from = std::exchange(cut_from_, 0);
-    if (measured && throughput < kUndoCut * throughput_before_cut_) {
-      base_ = {latency, demand_};
-      ceiling_ = 0;
-      underused_ = 0;
-      size_ = std::max(current, clamp(static_cast<double>(cut_from)));
-      return size_;
-    }
-  }
-  const Observed base = base_;
+  if (std::optional<std::size_t> judged = judge_cut(now)) return size_ = *judged;
+  if (at_bottleneck(now)) return size_ = cut(now);
+  cut_from_ = 0;  // a run of cuts too small to judge has ended
+  if (under_pressure(sample, now)) return size_ = grow(sample, now);
+  return size_ = shrink(sample);
+}
 
-  // A downstream bottleneck: requests take latency_rise × longer than unloaded ones, and the
-  // pool's throughput stopped rising. Little's law at the bottleneck: it completes λ per second
-  // at W₀ each, so λ·W₀ workers keep it busy; latency_rise × that keeps latency within the
-  // rise. Shrinking at most by half per interval keeps one noisy interval from costing much.
-  // Only when the pool itself has raised the concurrency well past the unloaded moment's: an
-  // origin that simply got slower raises latency at any concurrency, and fewer workers would
-  // not help it.
-  if (measured && base.latency > 0 && latency > options_.latency_rise * base.latency &&
-      throughput < previous_throughput * kFlat && demand_ > kMoreConcurrency * base.busy) {
-    const double useful = options_.latency_rise * throughput * base.latency;
-    ceiling_ = clamp(std::max(useful, workers / 2));
-    underused_ = 0;
-    size_ = std::min(current, ceiling_);
-    if (size_ < current) {
-      cut_from_ = current;
-      throughput_before_cut_ = throughput;
-    }
-    return size_;
+// The bottleneck rule is judged like every hill-climb step: the intervals after it cut the pool
+// show whether those workers were idle waiters or were doing the work. When they were working,
+// the rule was wrong — W₀ was stale (remembered from a faster phase: hits, a nearer origin; or
+// the origin got slower) and this latency is simply the origin's: the cut is undone and the
+// latency seen now becomes W₀.
+//
+// A noisy machine moves throughput by 10-30 % between intervals on its own, and an undo that
+// noise set off would take W₀ from an inflated latency and blind the rule for good. So the cut is
+// judged by both sides of Little's law. Workers that were working take their share of throughput
+// with them (a halving halves λ) and leave latency as it was; idle waiters take none of λ, and
+// their share of the latency goes with them (W = L / λ halves). Undone only when λ fell past
+// halfway to the first prediction and W stayed where it was, two intervals in a row (one
+// interval's dip looks the same), and only once the cuts since the last judgment add up to
+// enough for λ to show it.
+std::optional<std::size_t> PoolSizer::judge_cut(const Interval& now) {
+  if (cut_from_ == 0) return std::nullopt;
+  // The share of the concurrency kept: workers above the work in the system were idle, and
+  // cutting them changed nothing.
+  const double kept = std::min(1.0, now.workers / std::max(before_cut_.busy, 1.0));
+  if (kept > kJudgedCut) return std::nullopt;  // too small to see yet; more cuts may follow
+  const bool wrong = now.measured && now.throughput < (1 + kept) / 2 * before_cut_.throughput &&
+                     now.latency > kLatencyStayed * before_cut_.latency;
+  if (wrong && !cut_doubted_) {
+    cut_doubted_ = true;
+    return size_;  // hold the size and look again
   }
+  const std::size_t cut_from = std::exchange(cut_from_, 0);
+  cut_doubted_ = false;
+  if (!wrong) return std::nullopt;
+  base_ = {now.latency, demand_};
+  ceiling_ = 0;
+  underused_ = 0;
+  return std::max(size_, clamp(static_cast<double>(cut_from)));
+}
 
-  // More work in the system than workers: requests wait for want of one. A request waiting
-  // while workers sit idle is a scheduling delay (a CPU-starved machine), which more threads
-  // would only make worse.
+// A downstream bottleneck (the origin's capacity, or the cores): requests take latency_rise ×
+// longer than unloaded ones and the pool's throughput stopped rising. Only when the pool itself
+// has raised the concurrency well past the unloaded moment's: an origin that simply got slower
+// raises latency at any concurrency, and fewer workers would not help it.
+bool PoolSizer::at_bottleneck(const Interval& now) const {
+  return now.measured && base_.latency > 0 &&
+         now.latency > options_.latency_rise * base_.latency &&
+         now.throughput < now.previous_throughput * kFlat &&
+         demand_ > kMoreConcurrency * base_.busy;
+}
+
+// Little's law at the bottleneck: it completes λ per second at W₀ each, so λ·W₀ workers keep it
+// busy; latency_rise × that keeps latency within the rise. Shrinking at most by half per
+// interval keeps one noisy interval from costing much.
+std::size_t PoolSizer::cut(const Interval& now) {
+  const double useful = options_.latency_rise * now.throughput * base_.latency;
+  ceiling_ = clamp(std::max(useful, now.workers / 2));
+  underused_ = 0;
+  const std::size_t size = std::min(size_, ceiling_);
+  if (size < size_ && cut_from_ == 0) {  // the first of a run of cuts: what it is judged against
+    cut_from_ = size_;
+    before_cut_ = {now.throughput, now.latency, demand_};
+  }
+  return size;
+}
+
+// More work in the system than workers: requests wait for want of one. A request waiting while
+// workers sit idle is a scheduling delay (a CPU-starved machine), which more threads would only
+// make worse.
+bool PoolSizer::under_pressure(const PoolSample& sample, const Interval& now) const {
   const bool waiting = sample.queued > 0 &&
-                       static_cast<double>(sample.busy_now + sample.queued) > workers;
-  const bool pressure = sample.shed > 0 || waiting ||
-                        demand_ >= options_.target_utilization * workers;
-  if (pressure) {
-    underused_ = 0;
-    // Little's law again: the work in the system is what is being served plus what waits, so
-    // that many workers (at the target utilization) serve it without queueing: grow there at
-    // once. Past a bottleneck found earlier, only a quarter at a time (probing).
-    const double backlog = std::max(demand_, static_cast<double>(sample.busy_now)) +
-                           static_cast<double>(sample.queued);
-    const double step = workers + std::max(1.0, std::floor(workers / 4));
-    double wanted = std::max(step, backlog / options_.target_utilization);
-    // A ceiling is evidence about requests that complete; when none do (a silent origin) it
-    // says nothing, and only more workers can reach the requests queued behind the stuck ones.
-    if (ceiling_ != 0 && sample.completed > 0 && wanted > static_cast<double>(ceiling_)) {
-      wanted = std::max(static_cast<double>(ceiling_), step);
-      ceiling_ = clamp(wanted);
-    }
-    size_ = std::max(current, clamp(wanted));
-    return size_;
+                       static_cast<double>(sample.busy_now + sample.queued) > now.workers;
+  return sample.shed > 0 || waiting || demand_ >= options_.target_utilization * now.workers;
+}
+
+// Little's law again: the work in the system is what is being served plus what waits, so that
+// many workers (at the target utilization) serve it without queueing: grow there at once. Past a
+// bottleneck found earlier, only a quarter per interval (probing).
+std::size_t PoolSizer::grow(const PoolSample& sample, const Interval& now) {
+  underused_ = 0;
+  const double backlog = std::max(demand_, static_cast<double>(sample.busy_now)) +
+                         static_cast<double>(sample.queued);
+  const double step = now.workers + std::max(1.0, std::floor(now.workers / 4));
+  double wanted = std::max(step, backlog / options_.target_utilization);
+  // A ceiling is evidence about requests that complete; when none do (a silent origin) it says
+  // nothing, and only more workers can reach the requests queued behind the stuck ones.
+  if (ceiling_ != 0 && sample.completed > 0 && wanted > static_cast<double>(ceiling_)) {
+    // A short interval (the pool is asked early while requests wait) grows it by its share of
+    // the quarter, or a queue that a bottleneck keeps standing would grow the pool faster than
+    // the bottleneck rule can judge it.
+    const double share = std::min(1.0, sample.seconds / options_.interval_seconds);
+    const double probe = now.workers + std::max(1.0, std::floor(now.workers / 4 * share));
+    wanted = std::max(static_cast<double>(ceiling_), probe);
+    ceiling_ = clamp(wanted);
   }
-  if (sample.queued == 0) ceiling_ = 0;  // the load that found it is gone
-  // Under-used for a while: shrink toward what Little's law says is needed, a quarter at a time,
-  // so that a brief lull does not throw away the workers a returning load needs, and never below
-  // the workers busy now.
+  return std::max(size_, clamp(wanted));
+}
+
+// Under-used for a while: shrink toward what Little's law says is needed, a quarter at a time, so
+// that a brief lull does not throw away the workers a returning load needs, and never below the
+// workers busy now.
+std::size_t PoolSizer::shrink(const PoolSample& sample) {
   const std::size_t wanted = std::max(clamp(demand_ / options_.target_utilization),
                                       clamp(static_cast<double>(sample.busy_now)));
-  if (wanted < current && ++underused_ >= kShrinkAfter) {
-    const std::size_t quarter = current - std::max<std::size_t>(1, current / 4);
-    size_ = std::max(wanted, clamp(static_cast<double>(quarter)));
-  } else if (wanted >= current) {
+  if (wanted >= size_) {
     underused_ = 0;
+    return size_;
   }
-  return size_;
+  if (++underused_ < kShrinkAfter) return size_;
+  ceiling_ = 0;  // the load that found it has gone (one empty moment of the queue is not that)
+  const std::size_t quarter = size_ - std::max<std::size_t>(1, size_ / 4);
+  return std::max(wanted, clamp(static_cast<double>(quarter)));
 }
 
 }  // namespace proxy

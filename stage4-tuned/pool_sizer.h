@@ -7,12 +7,14 @@
 //     mean latency W rises above the unloaded latency W₀ while throughput λ stays flat. Past
 //     rise·λ·W₀ workers, more only wait in someone else's queue, so the pool is brought back to
 //     that (the "gradient" concurrency limit of Netflix's concurrency-limits library, after TCP
-//     Vegas: W₀/W below 1 means a queue is forming downstream).
+//     Vegas: W₀/W below 1 means a queue is forming downstream). Each cut is judged afterwards,
+//     by both sides of Little's law, and undone when the workers cut had been doing work.
 // Pure arithmetic, no threads or clocks: every decision is a unit test.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 namespace proxy {
 
@@ -40,6 +42,9 @@ struct PoolSizerOptions {
   double latency_rise = 2.0;
   /// Intervals with fewer completions than this say nothing about latency.
   std::uint64_t min_completions = 20;
+  /// The regular sizing interval, in seconds (`--auto-interval-ms`): probing past a bottleneck
+  /// grows the pool by a quarter per interval this long, less in a shorter one.
+  double interval_seconds = 0.25;
 };
 
 /// Decides the next pool size after each interval. Not thread-safe: one controller thread.
@@ -58,8 +63,8 @@ class PoolSizer {
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   /// Little's-law demand (workers busy, on average or now, whichever is more) last interval.
   [[nodiscard]] double demand() const noexcept { return demand_; }
-  /// The unloaded latency W₀ (lowest mean service time at comparable concurrency), seconds;
-  /// 0 before any interval was measured.
+  /// The unloaded latency W₀ (the lowest mean service time seen, or the one seen when a cut
+  /// proved it stale), seconds; 0 before any interval was measured.
   [[nodiscard]] double base_latency() const noexcept { return base_.latency; }
 
  private:
@@ -68,17 +73,37 @@ class PoolSizer {
     double latency = 0;
     double busy = 0;
   };
+  // What next() derives from a sample, for the steps below.
+  struct Interval {
+    double workers = 0;              // the pool's size in it
+    double throughput = 0;           // completions per second
+    double previous_throughput = 0;  // the interval before's
+    double latency = 0;              // mean service time, seconds (0 unless measured)
+    bool measured = false;           // enough completions to say anything about latency
+  };
   std::size_t clamp(double workers) const noexcept;
+  // The steps of next(), in order; each returns the new size where it decides.
+  std::optional<std::size_t> judge_cut(const Interval& now);
+  bool at_bottleneck(const Interval& now) const;
+  std::size_t cut(const Interval& now);
+  bool under_pressure(const PoolSample& sample, const Interval& now) const;
+  std::size_t grow(const PoolSample& sample, const Interval& now);
+  std::size_t shrink(const PoolSample& sample);
 
   PoolSizerOptions options_;
   std::size_t size_;
   double demand_ = 0;
   Observed base_;  // W₀, the unloaded latency, and the concurrency it was seen at
   double last_throughput_ = 0;
-  // After the bottleneck rule cut the pool: the size before, and the throughput then, so the next
-  // interval can undo a cut that cost throughput.
+  // After the bottleneck rule cut the pool: the size before the first cut of a run, and what the
+  // pool did then, so the next intervals can undo cuts that cost throughput.
   std::size_t cut_from_ = 0;  // 0: no cut to judge
-  double throughput_before_cut_ = 0;
+  bool cut_doubted_ = false;  // the first interval after the cut looked like a mistake
+  struct {
+    double throughput = 0;  // requests/s
+    double latency = 0;     // seconds
+    double busy = 0;        // workers busy (demand)
+  } before_cut_;
   // After a bottleneck was found: growth past `ceiling_` goes in steps, not jumps, until the
   // load goes away (the limit may have moved: another origin, fewer clients).
   std::size_t ceiling_ = 0;  // 0: none found

@@ -1,6 +1,7 @@
 // Stage 4's poller and workers (tuned_server.h explains the design). How the poller reads a
-// request head, answers a slow one 408 and a hit itself, is in request_heads.cpp; what the
-// machine allows (workers, descriptors) in machine_limits.cpp.
+// request head, answers a slow one 408 and a hit itself, is in request_heads.cpp; what it
+// measures (the pool's sizing, /metrics) in measurements.cpp; what the machine allows (workers,
+// descriptors) in machine_limits.cpp.
 #include "tuned_server.h"
 
 #include <sys/epoll.h>
@@ -23,8 +24,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The poller does its housekeeping (timeouts, sizing, the shedder) at least this often.
-constexpr int kTickMs = 50;
 // Level-triggered and one-shot: the poller reads a readable connection until EAGAIN, so a
 // re-armed one fires again only when new bytes (or its end) arrive; a worker's connection is
 // disarmed until it comes back.
@@ -62,6 +61,7 @@ PoolSizerOptions sizer_options(const TunedConfig& config) {
   PoolSizerOptions options;
   options.min_workers = config.workers_auto ? config.min_workers : config.workers;
   options.max_workers = config.workers_auto ? config.max_workers : config.workers;
+  options.interval_seconds = std::chrono::duration<double>(config.auto_interval).count();
   return options;
 }
 
@@ -336,8 +336,10 @@ void TunedServer::serve(Job job) {
   }
   // CoDel drops at the head of the queue: a request that waited past the target while the queue
   // stood is refused now rather than served late.
-  if (queue_standing_.load(std::memory_order_relaxed) && start - job.queued_at > config_.shed_delay) {
-    shed(job.client.connection.release(), "waited past --shed-delay-ms while the queue stood (CoDel)");
+  if (queue_standing_.load(std::memory_order_relaxed) &&
+      start - job.queued_at > config_.shed_delay) {
+    shed(job.client.connection.release(),
+         "waited past --shed-delay-ms while the queue stood (CoDel)");
     return;
   }
   Client& client = job.client;
@@ -348,7 +350,13 @@ void TunedServer::serve(Job job) {
     const std::uint64_t before = connection.requests();
     const auto began = Clock::now();
     const bool open = serve_request(connection, cache, options_, stats);
-    if (connection.requests() != before) latency_.observe(Clock::now() - began);
+    if (connection.requests() != before) {
+      const auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - began);
+      latency_.observe(took);
+      worker_requests_.fetch_add(1, std::memory_order_relaxed);
+      worker_nanoseconds_.fetch_add(static_cast<std::uint64_t>(took.count()),
+                                    std::memory_order_relaxed);
+    }
     if (!open) return;                         // closed by serve_request
     if (!connection.has_buffered()) break;     // else: a pipelined request is already here
   }
@@ -393,72 +401,6 @@ void TunedServer::close_idle(Clock::time_point now) {
     idle.reset();
     idle_count_.fetch_sub(1, std::memory_order_relaxed);
   }
-}
-
-void TunedServer::resize_pool(Clock::time_point now, bool urgent) {
-  if (!config_.workers_auto) return;
-  const auto since = now - last_resize_;
-  if (since < config_.auto_interval && !(urgent && since >= Millis{kTickMs})) return;
-  const LatencyHistogram::Snapshot latency = latency_.snapshot();
-  const std::uint64_t shed = shed_.load(std::memory_order_relaxed);
-  PoolSample sample;
-  sample.seconds = seconds(since);
-  sample.completed = latency.count - last_latency_.count;
-  sample.busy_seconds = latency.sum_seconds - last_latency_.sum_seconds;
-  sample.busy_average = busy_ticks_ > 0 ? busy_sum_ / static_cast<double>(busy_ticks_) : 0;
-  sample.busy_now = pool_.busy();
-  sample.queued = pool_.queued();
-  sample.oldest_wait = oldest_wait(now);
-  sample.shed = shed - last_shed_;
-  last_latency_ = latency;
-  last_shed_ = shed;
-  last_resize_ = now;
-  busy_sum_ = 0;
-  busy_ticks_ = 0;
-  const std::size_t next = sizer_.next(pool_.target(), sample);
-  if (next != pool_.target()) pool_.resize(next);
-}
-
-std::string TunedServer::metrics_text() const {
-  MetricsSnapshot m;
-  m.requests = server_.stats().requests.load(std::memory_order_relaxed);
-  m.errors = server_.stats().errors.load(std::memory_order_relaxed);
-  m.cache = server_.cache().stats();
-  m.queue_depth = pool_.queued();
-  m.queue_capacity = pool_.queue_capacity();
-  m.queue_delay_seconds = oldest_wait(Clock::now());
-  m.busy_workers = pool_.busy();
-  m.total_workers = pool_.worker_count();
-  m.min_workers = sizer_.options().min_workers;
-  m.max_workers = sizer_.options().max_workers;
-  m.shed = shed_.load(std::memory_order_relaxed);
-  m.open_connections = open_.load(std::memory_order_relaxed);
-  m.idle_connections = idle_count_.load(std::memory_order_relaxed);
-  m.idle_closed = idle_closed_.load(std::memory_order_relaxed);
-  m.head_timeouts = head_timeouts_.load(std::memory_order_relaxed);
-  m.tunnels_open = server_.stats().tunnels_open.load(std::memory_order_relaxed);
-  m.origin_connects = server_.stats().origin_connects.load(std::memory_order_relaxed);
-  m.origin_retries = server_.stats().origin_retries.load(std::memory_order_relaxed);
-  if (origin_pool_) {
-    m.origin_reused = origin_pool_->counters().reused;
-    m.origin_idle = origin_pool_->idle();
-  }
-  m.latency = latency_.snapshot();
-  return render_prometheus(m);
-}
-
-std::string TunedServer::stats_text() const {
-  std::string text = "workers=" + std::to_string(pool_.target());
-  if (config_.workers_auto) {
-    text += " (auto " + std::to_string(config_.min_workers) + ".." +
-            std::to_string(config_.max_workers) + ")";
-  }
-  return text + " queue=" + std::to_string(config_.queue) +
-         " shed=" + std::to_string(shed_.load()) +
-         " peak_queued=" + std::to_string(pool_.peak_queued()) +
-         " max_tunnels=" + std::to_string(options_.max_tunnels) +
-         " origin_connects=" + std::to_string(server_.stats().origin_connects.load()) +
-         " origin_reused=" + std::to_string(origin_pool_ ? origin_pool_->counters().reused : 0);
 }
 
 }  // namespace proxy

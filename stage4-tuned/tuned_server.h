@@ -119,6 +119,8 @@ class TunedServer {
     std::chrono::steady_clock::time_point queued_at;
   };
   enum class HeadState { more, ready, closed };
+  // The poller does its housekeeping (timeouts, sizing, the shedder) at least this often, in ms.
+  static constexpr int kTickMs = 50;
 
   void serve(Job job);                // on a worker
   void accept_ready();                // on the poller
@@ -143,7 +145,11 @@ class TunedServer {
   ProxyOptions options_;  // the server's, with keep_alive and metrics set
   int epoll_fd_ = -1;
   int wake_fd_ = -1;      // eventfd: a worker returned a connection
-  LatencyHistogram latency_;
+  LatencyHistogram latency_;  // every request, hits on the poller included (/metrics)
+  // The requests workers served, and their service time: what the pool's sizing sees. Hits on
+  // the poller hold no worker, and their microseconds would pass for the pool's unloaded latency.
+  std::atomic<std::uint64_t> worker_requests_{0};
+  std::atomic<std::uint64_t> worker_nanoseconds_{0};
   std::atomic<std::size_t> open_{0};
   std::atomic<std::size_t> idle_count_{0};
   std::atomic<std::uint64_t> shed_{0};
@@ -161,7 +167,8 @@ class TunedServer {
   std::chrono::steady_clock::time_point started_;
   std::chrono::steady_clock::time_point last_resize_;
   std::chrono::steady_clock::time_point last_tick_;
-  LatencyHistogram::Snapshot last_latency_;
+  std::uint64_t last_worker_requests_ = 0;
+  std::uint64_t last_worker_nanoseconds_ = 0;
   std::uint64_t last_shed_ = 0;
   double busy_sum_ = 0;      // pool_.busy() summed over the ticks since the last resize
   std::size_t busy_ticks_ = 0;

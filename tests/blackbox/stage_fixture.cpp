@@ -20,6 +20,10 @@ std::vector<std::string> built_stages() {
 
 std::string binary_path(const std::string& name) { return std::string(PROXY_BIN_DIR) + "/" + name; }
 
+harness::CommandOutput help_output(const std::string& name) {
+  return harness::run_command(harness::shell_command(binary_path(name)) + " --help");
+}
+
 void StageTest::SetUp() { origin_ = std::make_unique<harness::OriginServer>(); }
 
 void StageTest::TearDown() {

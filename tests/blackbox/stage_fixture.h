@@ -14,6 +14,7 @@
 #include "http_client.h"
 #include "launcher.h"
 #include "origin_server.h"
+#include "run_command.h"
 
 namespace testing_support {
 
@@ -22,6 +23,10 @@ std::vector<std::string> built_stages();
 
 /// Path of a built binary in this preset's bin/ folder.
 std::string binary_path(const std::string& name);
+
+/// What built binary `name` prints for `--help` (stdout) and its wait status, run through
+/// harness::shell_command so that make cross-check runs it under its emulator.
+harness::CommandOutput help_output(const std::string& name);
 
 /// Parameterized over stage names. Each test owns its origin and its stage process; both stop
 /// in TearDown (the Process destructor reaps the stage).

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "../test_support.h"
 #include "bounded_queue.h"
 #include "pool_test_support.h"
 #include "worker_pool.h"
@@ -22,14 +23,7 @@ namespace {
 using namespace std::chrono_literals;
 using pool_test::Call;
 using pool_test::within;
-
-// Polls `condition` until it holds or `limit` passes (a busy count, not a fixed sleep).
-template <class F>
-bool eventually(F condition, std::chrono::seconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!condition() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
-  return condition();
-}
+using test_support::eventually;
 
 TEST(Lab3HiddenQueue, ThreeConsumersShareItemsExactlyOnceThenAllSeeTheClose) {
   BoundedQueue<int> queue(2);

@@ -146,6 +146,30 @@ TEST_F(ServeHitNow, LeavesEveryOtherRequestAloneWithoutALookup) {
   EXPECT_EQ(stats_.requests.load(), 0u);
 }
 
+// The proxy's own /metrics is answered here as well (stage 4's poller answers it while every
+// worker is busy), without a cache lookup; on a connection that would close it is left alone.
+TEST_F(ServeHitNow, AnswersMetricsOnAPersistentConnectionOnly) {
+  options_.metrics = [] { return std::string("proxy_requests_total 7\n"); };
+  Pair pair = connected_pair();
+  std::string head = get("/metrics");
+  EXPECT_EQ(serve_hit_now(pair.server, head, *cache_, options_, stats_), HitOutcome::served);
+  EXPECT_EQ(head, "");
+  const std::string response = read_response_text(pair.client);
+  EXPECT_TRUE(response.starts_with("HTTP/1.1 200 OK\r\n")) << response;
+  EXPECT_NE(response.find("text/plain; version=0.0.4"), std::string::npos) << response;
+  EXPECT_NE(response.find("Cache-Control: no-store\r\n"), std::string::npos) << response;
+  EXPECT_TRUE(response.ends_with("\r\n\r\nproxy_requests_total 7\n")) << response;
+  EXPECT_EQ(stats_.requests.load(), 1u);
+
+  std::string closing = get("/metrics", "Connection: close\r\n");
+  EXPECT_EQ(serve_hit_now(pair.server, closing, *cache_, options_, stats_),
+            HitOutcome::not_served);
+  options_.metrics = nullptr;
+  std::string unset = get("/metrics");
+  EXPECT_EQ(serve_hit_now(pair.server, unset, *cache_, options_, stats_), HitOutcome::not_served);
+  EXPECT_EQ(cache_->stats().hits + cache_->stats().misses, 0u) << "a lookup was made";
+}
+
 // A miss is looked up once: serve_request goes on from serve_hit_now's lookup, fetches from the
 // origin, and the cache counts one miss, not two.
 TEST_F(ServeHitNow, HandsAMissToServeRequestWithItsLookupCountedOnce) {

@@ -8,6 +8,7 @@
 #include <functional>
 #include <condition_variable>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include "elastic_pool.h"
@@ -110,6 +111,46 @@ TEST(PoolSizer, CpuBoundHitsSettleNearTheCoresNotTheMaximum) {
     if (step >= 20) largest_late = std::max(largest_late, size);
   }
   EXPECT_LE(largest_late, 8u) << "more workers than cores brought latency, not throughput";
+}
+
+// The same CPU-bound load behind 400 clients on a shared machine, whose throughput moves by up to
+// 30 % from one interval to the next on its own. One interval's dip after the bottleneck rule
+// cut the pool looks like the cut having cost throughput; undoing it on that evidence took W₀
+// from an inflated latency and swung the pool between a dozen workers and the whole backlog.
+TEST(PoolSizer, CpuBoundLoadOnANoisyMachineDoesNotSwingBackToTheBacklog) {
+  for (std::uint32_t seed = 1; seed <= 10; ++seed) {
+    std::mt19937 noise(seed);  // its sequence is fixed by the standard: the same on every machine
+    PoolSizer sizer({2, 1024}, 2);
+    std::size_t size = 2;
+    std::size_t largest_late = 0;
+    for (int step = 0; step < 80; ++step) {
+      PoolSample sample = closed_loop(size, 400, 0.0003, 20000);
+      const double factor = 0.7 + 0.6 * static_cast<double>(noise()) / 4294967295.0;
+      sample.completed = static_cast<std::uint64_t>(static_cast<double>(sample.completed) * factor);
+      sample.busy_average = sample.busy_seconds = sample.busy_average;  // L stays: W = L / λ
+      size = sizer.next(size, sample);
+      if (step >= 20) largest_late = std::max(largest_late, size);
+    }
+    EXPECT_LE(largest_late, 64u) << "seed " << seed;
+  }
+}
+
+// The origin gets slower (20 ms, then 50 ms) behind the same 100 clients: latency rises at the
+// same concurrency, throughput falls, and it reads as a bottleneck at first. The cuts that follow
+// are each too small to judge alone; added up they show that the workers cut had been working,
+// so the pool goes back to the clients instead of shrinking a fifth at a time to its minimum.
+TEST(PoolSizer, AnOriginThatGetsSlowerKeepsItsWorkers) {
+  PoolSizer sizer({2, 1000}, 2);
+  std::size_t size = 2;
+  for (int step = 0; step < 20; ++step) size = sizer.next(size, closed_loop(size, 100, 0.020, 1e9));
+  ASSERT_GE(size, 100u);
+  std::size_t smallest_late = 1000;
+  for (int step = 0; step < 40; ++step) {
+    size = sizer.next(size, closed_loop(size, 100, 0.050, 1e9));
+    if (step >= 10) smallest_late = std::min(smallest_late, size);
+  }
+  EXPECT_GE(smallest_late, 100u) << "every client keeps a worker";
+  EXPECT_NEAR(sizer.base_latency(), 0.050, 1e-9) << "W₀ learnt from the cut that was wrong";
 }
 
 // A downstream bottleneck: an origin that serves at most 500 requests/s (10 at a time, 20 ms

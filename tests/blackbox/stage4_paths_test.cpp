@@ -1,0 +1,394 @@
+// Stage 4, black-box: what a slow origin or a slow client may not take from everyone else (hits
+// and /metrics answered behind stuck requests, slow-loris clients, clients that hang up,
+// tunnels), and the fast paths — hits answered on the poller, origin connections kept for the
+// next request (RFC 9112 §9.3). The fixture is in tuned_stage.h; the suite is instantiated in
+// stage4_tuned_test.cpp.
+#include "tuned_stage.h"
+
+namespace testing_support {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+// ---- Liveness: what a slow origin or a slow client may not take from everyone else ----
+// The stuck requests below wait on an origin that holds them far longer (--origin-timeout-ms
+// 60 s) than each check's deadline (5 s), so a proxy that waits them out fails the check.
+constexpr auto kLive = 5s;
+
+// Requests on a silent origin (/stall holds them unanswered) keep their workers busy; a hit and
+// /metrics must still be answered: the sizer counts workers busy now, not only completed
+// requests, and grows past the stuck ones.
+void expect_hit_and_metrics_answered_behind_stuck_requests(TunedStage& test, int stuck) {
+  ASSERT_EQ(fetch(test.port(), test.url("/bytes/100?hit")).status, 200);
+  std::vector<proxy::Socket> stalled;
+  for (int i = 0; i < stuck; ++i) {
+    stalled.push_back(send_request(test.port(), proxy_get(test.url("/stall?" + std::to_string(i)))));
+  }
+  ASSERT_TRUE(test.origin().wait_for_requests("/stall", 2, kDeadline));
+  proxy::Socket hit = send_request(test.port(), proxy_get(test.url("/bytes/100?hit"), {"Connection: close"}));
+  std::optional<HttpResponse> answer = read_response(hit, kLive);
+  ASSERT_TRUE(answer.has_value()) << "a hit waited behind " << stuck << " stuck requests";
+  EXPECT_EQ(answer->status, 200);
+  EXPECT_EQ(answer->field("X-Cache"), "HIT");
+  proxy::Socket metrics = send_request(test.port(), "GET /metrics HTTP/1.1\r\nHost: proxy\r\nConnection: close\r\n\r\n");
+  std::optional<HttpResponse> m = read_response(metrics, kLive);
+  ASSERT_TRUE(m.has_value()) << "/metrics waited behind " << stuck << " stuck requests";
+  EXPECT_EQ(m->status, 200);
+  EXPECT_TRUE(test.origin().wait_for_requests("/stall", static_cast<std::uint64_t>(stuck), kDeadline))
+      << "every stuck request reached the origin: the pool grew past them";
+}
+
+TEST_P(TunedStage, AnswersAHitAndMetricsWhileTwoRequestsAreStuckOnASilentOrigin) {
+  start_stage({"--origin-timeout-ms", "60000", "--min-workers", "2"});
+  expect_hit_and_metrics_answered_behind_stuck_requests(*this, 2);
+}
+
+TEST_P(TunedStage, AnswersAHitAndMetricsWhileFiftyRequestsAreStuckOnASilentOrigin) {
+  start_stage({"--origin-timeout-ms", "60000", "--min-workers", "2"});
+  expect_hit_and_metrics_answered_behind_stuck_requests(*this, 50);
+}
+
+// Slow-loris: clients that open a connection and send part of a head, then nothing. The poller
+// reads heads itself, so they hold descriptors, never workers: a fixed pool of 2 still serves.
+TEST_P(TunedStage, ServesANormalGetWhileTwoThousandSlowLorisClientsHoldPartialHeads) {
+  rlimit files{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &files), 0);
+  constexpr rlim_t kClients = 2000;
+  if (files.rlim_cur < kClients + 500) {
+    files.rlim_cur = std::min<rlim_t>(files.rlim_max, kClients + 1000);
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &files), 0);
+  }
+  ASSERT_GE(files.rlim_cur, kClients + 500) << "this test needs descriptors for 2,000 clients";
+  // The stage inherits the raised limit: it needs a descriptor per client too.
+  start_stage({"--workers", "2", "--client-timeout-ms", "60000", "--idle-timeout-ms", "60000"});
+  std::vector<proxy::Socket> loris;
+  loris.reserve(kClients);
+  for (rlim_t i = 0; i < kClients; ++i) {
+    loris.push_back(send_request(proxy_port(), "GET " + origin_url("/bytes/10") + " HTTP/1.1\r\nHost: "));
+  }
+  proxy::Socket normal = send_request(proxy_port(), proxy_get(origin_url("/bytes/10"), {"Connection: close"}));
+  std::optional<HttpResponse> answer = read_response(normal, kDeadline);
+  ASSERT_TRUE(answer.has_value()) << "a normal GET waited behind slow-loris clients";
+  EXPECT_EQ(answer->status, 200);
+  // And they are still open, waiting (not shed, not cut).
+  pollfd first{loris.front().fd(), POLLIN, 0};
+  EXPECT_EQ(::poll(&first, 1, 0), 0);
+}
+
+// A client that hangs up while its request waits on the origin frees its worker at once: with
+// a fixed pool of 2, twenty abandoned /stall requests do not delay the next GET.
+TEST_P(TunedStage, AClientThatHangsUpFreesItsWorkerAtOnce) {
+  start_stage({"--workers", "2", "--origin-timeout-ms", "60000"});
+  {
+    std::vector<proxy::Socket> abandoned;
+    for (int i = 0; i < 20; ++i) {
+      abandoned.push_back(send_request(proxy_port(), proxy_get(origin_url("/stall?" + std::to_string(i)))));
+    }
+    ASSERT_TRUE(origin_->wait_for_requests("/stall", 2, kDeadline));
+  }  // every client hangs up
+  proxy::Socket next = send_request(proxy_port(), proxy_get(origin_url("/bytes/10"), {"Connection: close"}));
+  std::optional<HttpResponse> answer = read_response(next, kLive);
+  ASSERT_TRUE(answer.has_value()) << "abandoned requests still held the workers";
+  EXPECT_EQ(answer->status, 200);
+  EXPECT_THAT(stage_log(), HasSubstr("origin request dropped"));
+}
+
+// A tunnel holds no worker: with a fixed pool of 2 and four tunnels open, a GET is served, and
+// the tunnels still carry bytes (an HTTP exchange with the origin through one of them).
+TEST_P(TunedStage, OpenTunnelsHoldNoWorker) {
+  const std::string base = origin_url("");
+  const std::string port = base.substr(base.rfind(':') + 1);
+  start_stage({"--workers", "2", "--connect-ports", port});
+  const std::string connect = "CONNECT 127.0.0.1:" + port + " HTTP/1.1\r\nHost: 127.0.0.1:" + port + "\r\n\r\n";
+  std::vector<proxy::Socket> tunnels;
+  for (int i = 0; i < 4; ++i) {
+    tunnels.push_back(send_request(proxy_port(), connect));
+    std::string head;
+    std::array<char, 1024> buf;
+    const auto until = std::chrono::steady_clock::now() + kDeadline;
+    while (head.find("\r\n\r\n") == std::string::npos && std::chrono::steady_clock::now() < until) {
+      auto got = tunnels.back().read_some(buf, 1s);
+      if (got.status == proxy::IoStatus::ok) head.append(buf.data(), got.bytes);
+      else if (got.status != proxy::IoStatus::timeout) break;
+    }
+    ASSERT_TRUE(head.starts_with("HTTP/1.1 200")) << "tunnel " << i << ": " << head;
+  }
+  proxy::Socket get = send_request(proxy_port(), proxy_get(origin_url("/bytes/10"), {"Connection: close"}));
+  std::optional<HttpResponse> answer = read_response(get, kLive);
+  ASSERT_TRUE(answer.has_value()) << "open tunnels held the workers";
+  EXPECT_EQ(answer->status, 200);
+  // Through the last tunnel, straight to the origin.
+  ASSERT_EQ(tunnels.back().write_all("GET /bytes/7 HTTP/1.1\r\nHost: origin\r\nConnection: close\r\n\r\n", 5s).status,
+            proxy::IoStatus::ok);
+  std::optional<HttpResponse> through = read_response(tunnels.back(), kDeadline);
+  ASSERT_TRUE(through.has_value());
+  EXPECT_EQ(through->status, 200);
+  EXPECT_EQ(through->body, harness::deterministic_bytes(7));
+  EXPECT_EQ(metrics()["proxy_tunnels_open"], 4);
+}
+
+// ---- Hits answered on the poller (serve_hit_now), without a worker ----
+
+// The only worker is stuck on a silent origin and the queue holds one request: hits on a
+// keep-alive connection are still answered, byte-exact, and counted as every hit is.
+TEST_P(TunedStage, AnswersHitsWithoutAWorkerWhileTheOnlyWorkerIsStuck) {
+  start_stage({"--workers", "1", "--origin-timeout-ms", "60000"});
+  ASSERT_EQ(fetch(proxy_port(), origin_url("/bytes/300")).status, 200);  // stored
+  proxy::Socket stuck = send_request(proxy_port(), proxy_get(origin_url("/stall")));
+  ASSERT_TRUE(origin_->wait_for_requests("/stall", 1, kDeadline));
+  proxy::Socket client = send_request(proxy_port(), proxy_get(origin_url("/bytes/300")));
+  for (int i = 0; i < 5; ++i) {
+    if (i > 0) {
+      ASSERT_EQ(client.write_all(proxy_get(origin_url("/bytes/300")), 5s).status,
+                proxy::IoStatus::ok);
+    }
+    std::vector<HttpResponse> r = read_framed(client, 1, kLive);
+    ASSERT_EQ(r.size(), 1u) << "hit " << i << " waited for the stuck worker";
+    EXPECT_EQ(r[0].status, 200);
+    EXPECT_EQ(r[0].field("X-Cache"), "HIT");
+    EXPECT_EQ(r[0].body, harness::deterministic_bytes(300));
+    EXPECT_FALSE(r[0].field("Age").empty());
+  }
+  EXPECT_EQ(origin_->request_count("/bytes/300"), 1u);
+}
+
+// The only worker is stuck and the queue is full, so a request for the origin is shed with 503;
+// /metrics, asked for as a monitoring client does (keep-alive), is still answered, by the poller,
+// and shows the overload it is asked about.
+TEST_P(TunedStage, AnswersMetricsWhileTheOnlyWorkerIsStuckAndTheQueueIsFull) {
+  start_stage({"--workers", "1", "--queue", "1", "--origin-timeout-ms", "60000"});
+  proxy::Socket stuck = send_request(proxy_port(), proxy_get(origin_url("/stall")));
+  ASSERT_TRUE(origin_->wait_for_requests("/stall", 1, kDeadline));
+  proxy::Socket queued = send_request(proxy_port(), proxy_get(origin_url("/stall?queued")));
+  // The queue holds one request: once it does, the next request for the origin is shed.
+  bool shed = false;
+  for (auto until = std::chrono::steady_clock::now() + kDeadline;
+       !shed && std::chrono::steady_clock::now() < until;) {
+    shed = fetch(proxy_port(), origin_url("/bytes/10")).status == 503;
+  }
+  ASSERT_TRUE(shed) << "the full queue never shed a request";
+  const std::string ask = "GET /metrics HTTP/1.1\r\nHost: proxy\r\n\r\n";
+  proxy::Socket client = send_request(proxy_port(), ask);
+  for (int i = 0; i < 2; ++i) {
+    if (i > 0) {
+      ASSERT_EQ(client.write_all(ask, 5s).status, proxy::IoStatus::ok);
+    }
+    std::vector<HttpResponse> r = read_framed(client, 1, kLive);
+    ASSERT_EQ(r.size(), 1u) << "/metrics " << i << " waited for the stuck worker";
+    ASSERT_EQ(r[0].status, 200);
+    Exposition m = parse_exposition(r[0].body);
+    EXPECT_EQ(m["proxy_workers_busy"], 1);
+    EXPECT_EQ(m["proxy_queue_depth"], 1);
+    EXPECT_GE(m["proxy_shed_total"], 1);
+  }
+}
+
+// A 60 KB hit to a client with a small receive window (the rest of a hit the socket does not
+// take at once waits in epoll; serve_hit_now_test forces that case): byte-exact, and the
+// connection carries the next request. Lookups count once each, whichever thread answered.
+TEST_P(TunedStage, FinishesAHitTheClientReadsSlowlyAndCountsEachLookupOnce) {
+  start_stage({"--workers", "2"});
+  constexpr std::size_t kBody = 60'000;
+  const std::string url = origin_url("/bytes/" + std::to_string(kBody));
+  ASSERT_EQ(fetch(proxy_port(), url).status, 200);  // a miss, stored
+  proxy::Socket client;
+  {
+    // A small receive window, so the proxy's send cannot take 60 KB at once.
+    proxy::Socket s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    proxy::set_int_option(s, SOL_SOCKET, SO_RCVBUF, 4096);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(proxy_port());
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(s.fd(), reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+    client = std::move(s);
+  }
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(client.write_all(proxy_get(url), 5s).status, proxy::IoStatus::ok);
+    std::vector<HttpResponse> r = read_framed(client, 1, kDeadline);
+    ASSERT_EQ(r.size(), 1u) << "hit " << i;
+    EXPECT_EQ(r[0].field("X-Cache"), "HIT");
+    EXPECT_EQ(r[0].body, harness::deterministic_bytes(kBody)) << "hit " << i;
+  }
+  Exposition m = metrics();
+  EXPECT_EQ(m["proxy_cache_hits_total"], 3);
+  EXPECT_EQ(m["proxy_cache_misses_total"], 1);
+}
+
+// A client reading pipelined 60 KB hits slowly, longer than the idle timeout in all: a response
+// going out is not an idle connection, so it is neither reset nor cut.
+TEST_P(TunedStage, KeepsSendingHitsToASlowReaderPastTheIdleTimeout) {
+  start_stage({"--workers", "2", "--idle-timeout-ms", "200"});
+  constexpr std::size_t kBody = 60'000;
+  const std::string url = origin_url("/bytes/" + std::to_string(kBody));
+  ASSERT_EQ(fetch(proxy_port(), url).status, 200);  // stored
+  proxy::Socket client = send_request(proxy_port(), proxy_get(url) + proxy_get(url) + proxy_get(url));
+  std::string raw;
+  std::array<char, 8192> piece;
+  const auto until = std::chrono::steady_clock::now() + kDeadline;
+  while (raw.size() < 3 * kBody && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(10ms);  // the slowness under test: ~0.8 MB/s, over 200 ms
+    auto got = client.read_some(piece, 5s);
+    ASSERT_EQ(got.status, proxy::IoStatus::ok) << "cut after " << raw.size() << " bytes";
+    raw.append(piece.data(), got.bytes);
+  }
+  std::size_t bodies = 0;
+  for (std::size_t at = raw.find("X-Cache: HIT"); at != std::string::npos;
+       at = raw.find("X-Cache: HIT", at + 1)) {
+    ++bodies;
+  }
+  EXPECT_EQ(bodies, 3u);
+}
+
+// A whole request head that arrives together with the client's FIN (here exactly one 16 KiB
+// read, so the end of stream is seen by the next read) is still answered.
+TEST_P(TunedStage, AnswersAWholeHeadThatArrivesWithTheClientsFin) {
+  start_stage();
+  const std::string url = origin_url("/bytes/10");
+  ASSERT_EQ(fetch(proxy_port(), url).status, 200);  // stored: a hit needs no origin
+  std::string request = proxy_get(url, {"X-Pad: "});
+  request.insert(request.find("X-Pad: ") + 7, 16384 - request.size(), 'p');
+  ASSERT_EQ(request.size(), 16384u);
+  proxy::Socket client = send_request(proxy_port(), request);
+  client.shutdown_write();
+  std::optional<HttpResponse> r = read_response(client, kDeadline);
+  ASSERT_TRUE(r.has_value()) << "the head before the FIN was thrown away";
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, harness::deterministic_bytes(10));
+}
+
+// With a descriptor limit far below --max-connections, clients past what the limit allows get a
+// 503 from the connection cap at once, instead of waiting unanswered in the listen backlog while
+// accept fails with EMFILE.
+TEST_P(TunedStage, KeepsTheConnectionCapWithinTheDescriptorLimit) {
+  harness::ProcessOptions options;
+  options.max_open_files = 128;  // soft and hard: the stage cannot raise it
+  stderr_path_ = ::testing::TempDir() + "stage4-nofile-" + std::to_string(::getpid()) + ".log";
+  options.stderr_path = stderr_path_;
+  options.ready_timeout = 30s;
+  harness::Process stage({binary_path(GetParam()), "--port", "0", "--max-connections", "10000"},
+                         options);
+  constexpr int kClients = 100;  // past the cap (64), and past the limit if the cap were 10000
+  std::vector<proxy::Socket> clients;
+  int served = 0;
+  int refused = 0;
+  for (int i = 0; i < kClients; ++i) {
+    clients.push_back(send_request(stage.port(), proxy_get(origin_url("/bytes/10"))));
+    std::vector<HttpResponse> r = read_framed(clients.back(), 1, kDeadline);
+    ASSERT_EQ(r.size(), 1u) << "client " << i << " got no answer";
+    if (r[0].status == 200) {
+      ++served;  // and its connection stays open, counted against the cap
+    } else {
+      EXPECT_EQ(r[0].status, 503) << r[0].body;
+      ++refused;
+    }
+  }
+  EXPECT_EQ(served, 64);
+  EXPECT_EQ(refused, kClients - 64);
+  clients.clear();
+  EXPECT_TRUE(stage.stop(10s).clean());
+  EXPECT_THAT(stage_log(), HasSubstr("RLIMIT_NOFILE (128 descriptors)"));
+}
+
+// ---- Persistent origin connections (RFC 9112 §9.3), on by default in stage 4 ----
+
+// Distinct URLs (misses), one after another: the origin sees far fewer connections than
+// requests, and /metrics counts the reuse. With --no-origin-reuse, one connection per request.
+TEST_P(TunedStage, ReusesOriginConnectionsForMissesAndCountsThem) {
+  start_stage({"--workers", "2"});
+  constexpr int kRequests = 20;
+  for (int i = 0; i < kRequests; ++i) {
+    HttpResponse r = fetch(proxy_port(), origin_url("/bytes/64?reuse=" + std::to_string(i)));
+    ASSERT_EQ(r.status, 200) << "request " << i;
+    EXPECT_EQ(r.body, harness::deterministic_bytes(64));
+  }
+  EXPECT_EQ(origin_->request_count("/bytes/64"), static_cast<std::uint64_t>(kRequests));
+  const std::uint64_t connections = origin_->connections_accepted();
+  EXPECT_LT(connections, kRequests / 2) << "the origin saw one connection per request or so";
+  Exposition m = metrics();
+  EXPECT_EQ(m["proxy_origin_connections_opened_total"], static_cast<double>(connections));
+  EXPECT_EQ(m["proxy_origin_connections_opened_total"] +
+                m["proxy_origin_connections_reused_total"],
+            kRequests);
+  EXPECT_EQ(m["proxy_origin_requests_retried_total"], 0);
+}
+
+TEST_P(TunedStage, OpensAnOriginConnectionPerRequestWithNoOriginReuse) {
+  start_stage({"--workers", "2", "--no-origin-reuse"});
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(fetch(proxy_port(), origin_url("/bytes/8?fresh=" + std::to_string(i))).status, 200);
+  }
+  EXPECT_EQ(origin_->connections_accepted(), 5u);
+  Exposition m = metrics();
+  EXPECT_EQ(m["proxy_origin_connections_reused_total"], 0);
+  EXPECT_EQ(m["proxy_origin_connections_idle"], 0);
+}
+
+// Leaves one kept connection in the pool whose next request the origin drops unanswered (as
+// an origin does that timed the connection out just as the request arrived).
+void keep_a_connection_the_origin_will_drop(TunedStage& t) {
+  ASSERT_EQ(fetch(t.port(), t.url("/drop-next")).status, 200);
+  // The worker gives the connection back after the response's last byte went out: wait for it,
+  // so the next request is sure to take it.
+  ASSERT_TRUE(t.wait_for_metric("proxy_origin_connections_idle", 1));
+}
+
+TEST_P(TunedStage, RetriesAGetOnceWhenAKeptOriginConnectionClosesUnanswered) {
+  start_stage({"--workers", "1"});
+  keep_a_connection_the_origin_will_drop(*this);
+  HttpResponse r = fetch(proxy_port(), origin_url("/bytes/11"));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, harness::deterministic_bytes(11));
+  EXPECT_EQ(origin_->request_count("/bytes/11"), 2u) << "dropped once, then answered";
+  EXPECT_EQ(origin_->connections_accepted(), 2u);
+  Exposition m = metrics();
+  EXPECT_EQ(m["proxy_origin_requests_retried_total"], 1);
+  EXPECT_EQ(m["proxy_origin_connections_reused_total"], 1);
+}
+
+// A POST may not be sent twice (RFC 9112 §9.3.1), so it never goes out on a kept connection,
+// which the origin may be closing just then: it takes a new one, and the kept one is left alone.
+TEST_P(TunedStage, SendsAPostOnANewConnectionNeverOnAKeptOne) {
+  start_stage({"--workers", "1"});
+  keep_a_connection_the_origin_will_drop(*this);
+  HttpResponse r = exchange(proxy_port(),
+                            "POST " + origin_url("/echo") + " HTTP/1.1\r\nHost: x\r\n"
+                            "Content-Length: 5\r\nConnection: close\r\n\r\nhello");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "hello");
+  EXPECT_EQ(origin_->request_count("/echo"), 1u);
+  EXPECT_EQ(origin_->connections_accepted(), 2u);
+  Exposition m = metrics();
+  EXPECT_EQ(m["proxy_origin_requests_retried_total"], 0);
+  EXPECT_EQ(m["proxy_origin_connections_reused_total"], 0);
+}
+
+// A body cut short, or one that ends at the close, leaves nothing to reuse: each request after
+// such a response opens a connection of its own.
+TEST_P(TunedStage, KeepsNoOriginConnectionAfterACutOrCloseDelimitedBody) {
+  start_stage({"--workers", "1"});
+  (void)fetch(proxy_port(), origin_url("/truncate/1000"));  // cut: its status is beside the point
+  EXPECT_EQ(origin_->connections_accepted(), 1u);
+  HttpResponse closed = fetch(proxy_port(), origin_url("/close/100"));
+  EXPECT_EQ(closed.status, 200);
+  EXPECT_EQ(closed.body, harness::deterministic_bytes(100));
+  EXPECT_EQ(metrics()["proxy_origin_connections_idle"], 0);
+  ASSERT_EQ(fetch(proxy_port(), origin_url("/bytes/5")).status, 200);
+  EXPECT_EQ(origin_->connections_accepted(), 3u) << "a connection was reused after a cut body";
+  EXPECT_EQ(metrics()["proxy_origin_connections_reused_total"], 0);
+}
+
+// A HEAD response declares a body it does not send; an origin that sent it late would have it
+// read as the next response on a kept connection (RFC 9112 §6.3): such a connection is not kept.
+TEST_P(TunedStage, KeepsNoOriginConnectionAfterAHeadResponseThatDeclaresABody) {
+  start_stage({"--workers", "1"});
+  HttpResponse head = exchange(proxy_port(), "HEAD " + origin_url("/bytes/10") +
+                                                 " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(head.status, 200);
+  ASSERT_EQ(fetch(proxy_port(), origin_url("/bytes/5")).status, 200);
+  EXPECT_EQ(origin_->connections_accepted(), 2u);
+}
+
+}  // namespace
+}  // namespace testing_support
