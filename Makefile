@@ -138,11 +138,15 @@ bench: deps-bench build/release/build.ninja
 # the grader lays each submission over the previous one's copy, so only the files that differ
 # are recompiled (grader/README.md, "Minutes per submission"). Grade one lab N at a time there.
 # The default folder is outside the tree graded (a student's own tree, when SUBMISSION=.).
+# A self-grade (LAB=N, SUBMISSION=.) copies into the tests' build every object of this tree's own
+# build/release that is up to date and compiled the same way (--reuse-build): only the files the
+# grader's tests change, and the links, are compiled again. Never for someone else's tree.
 SUBMISSION ?= .
 GRADE_CACHE = $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/proxy-grader
 GRADE_FLAGS = --submission $(SUBMISSION) $(if $(STAGES),--stages $(STAGES)) \
 	$(if $(LAB),--lab $(LAB) --build-dir $(or $(GRADE_BUILD_DIR),$(GRADE_CACHE)/labs)) \
-	$(if $(filter 1,$(QUICK)),--quick) $(if $(RUBRIC),--rubric $(RUBRIC))
+	$(if $(filter 1,$(QUICK)),--quick) $(if $(RUBRIC),--rubric $(RUBRIC)) \
+	$(if $(and $(LAB),$(filter .,$(SUBMISSION)),$(wildcard build/release/.ninja_deps)),--reuse-build $(CURDIR)/build/release)
 .PHONY: grade grade-mutants grade-modes-check grader
 
 grader: build/release/build.ninja

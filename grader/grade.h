@@ -20,6 +20,9 @@ struct Session {
   std::string build_root;  ///< out-of-tree builds of the submission
   std::string prebuilt;    ///< grade these binaries instead of building ("" to build)
   std::string stages_arg;  ///< --stages: "1,3", or "" for every stage
+  /// --reuse-build: a ninja build of the submission itself (a self-grade's build/release) whose
+  /// up-to-date objects lab mode copies instead of compiling them again; "" for none.
+  std::string reuse_build;
   int jobs = 1;            ///< parallel compile jobs
   bool expect_full = false;  ///< exit 1 unless every check passed or failed as expected
   Rubric rubric;

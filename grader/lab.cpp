@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "build.h"
+#include "evidence.h"
 #include "run_command.h"
 #include "support.h"
 #include "traps.h"
@@ -62,18 +63,43 @@ std::string elapsed_since(Clock::time_point start) {
   return format_duration(std::chrono::duration<double>(Clock::now() - start).count());
 }
 
-/// Configures and builds unit_tests and blackbox_tests from the lab's tree.
-bool build_tests(const LabRun& run, int jobs) {
+/// Configures and builds unit_tests and blackbox_tests from the lab's tree. With a
+/// `reuse_build` (the submission's own build: a self-grade), every object whose compile command
+/// and sources are that build's is copied from it (labs/tools/plan-reuse.sh plans, the launcher
+/// labs/tools/reuse-object.sh copies; both from the reference's labs/tools, laid over the tree);
+/// without one the plan is empty and everything compiles.
+bool build_tests(const LabRun& run, const std::string& submission, const std::string& reuse_build,
+                 int jobs) {
   fs::create_directories(run.tests_build);
   const std::string log = run.tests_build + "/build.log";
+  const std::string tools = (run.tree / "labs" / "tools").string();
+  const std::string reuse = run.tests_build + "/reuse";
+  const bool can_reuse = fs::exists(tools + "/reuse-object.sh") && fs::exists(tools + "/plan-reuse.sh");
+  const std::string launcher =
+      can_reuse ? " " + shell_quote("-DCMAKE_CXX_COMPILER_LAUNCHER=sh;" + tools + "/reuse-object.sh;" + reuse)
+                : std::string();
   const std::string configure = "cmake -S " + shell_quote(run.tree.string()) + " -B " +
                                 shell_quote(run.tests_build) +
                                 " -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSANITIZER= "
-                                "-DPROXY_BUILD_TESTS=ON > " + shell_quote(log) + " 2>&1";
+                                "-DPROXY_BUILD_TESTS=ON" + launcher + " > " + shell_quote(log) + " 2>&1";
+  if (std::system(configure.c_str()) != 0) return false;
+  fs::remove_all(reuse);
+  if (can_reuse && !reuse_build.empty()) {
+    const std::string plan = "sh " + shell_quote(tools + "/plan-reuse.sh") + " " +
+                             shell_quote(reuse_build) + " " + shell_quote(submission) + " " +
+                             shell_quote(run.tree.string()) + " " + shell_quote(run.tests_build) +
+                             " " + shell_quote(reuse) + " >> " + shell_quote(log) + " 2>&1";
+    if (std::system(plan.c_str()) != 0) fs::remove_all(reuse);  // then everything compiles
+    std::size_t reused = 0;
+    std::error_code ec;
+    for (fs::directory_iterator it(reuse + "/d", ec), end; !ec && it != end; it.increment(ec)) ++reused;
+    std::fprintf(stderr, "[grade] %zu objects of the tests' build are copied from %s\n", reused,
+                 reuse_build.c_str());
+  }
   const std::string build = "cmake --build " + shell_quote(run.tests_build) +
                             " --target unit_tests blackbox_tests -j " + std::to_string(jobs) +
                             " >> " + shell_quote(log) + " 2>&1";
-  return std::system(configure.c_str()) == 0 && std::system(build.c_str()) == 0;
+  return std::system(build.c_str()) == 0;
 }
 
 /// Runs each test of one group in a process of its own, with a time limit: a crash or a hang
@@ -93,7 +119,7 @@ void run_test_group(const json& group, const LabRun& run, const std::string& out
     return;
   }
   std::size_t passed = 0;
-  std::string failures;
+  std::vector<FailedTest> failures;
   const std::string log_dir = out_dir + "/logs/" + run.name + "/" + r.check_id;
   fs::create_directories(log_dir);
   std::fprintf(stderr, "[grade %7s] %s: %-18s %zu tests\n", elapsed_since(start).c_str(),
@@ -127,7 +153,7 @@ void run_test_group(const json& group, const LabRun& run, const std::string& out
     std::string why = skipped ? "SKIPPED (a skip is not a pass)"
                       : WIFEXITED(status) && WEXITSTATUS(status) == 137 ? "KILLED after 180 s (a hang?)"
                                                                          : "FAILED";
-    failures += "--- " + test + ": " + why + " (full log: " + log + ")\n" + tail(text, 1500) + "\n";
+    failures.push_back({test, why, log, text});
   }
   r.passed = !tests.empty() && passed == tests.size();
   // Whole points, rounded down: the table shows integers, and 32 of 33 is not full marks.
@@ -136,7 +162,7 @@ void run_test_group(const json& group, const LabRun& run, const std::string& out
              command + ")\n" +
              (tests.empty() ? "No test matches this filter: the test sources were not the reference's.\n"
                             : "") +
-             failures;
+             condense_failures(failures);
 }
 
 /// The rubric's checks the lab names, with the lab's points; nullopt when one is not in the
@@ -263,7 +289,7 @@ int grade_lab(const Session& session, int lab_number, const std::string& referen
 
   std::fprintf(stderr, "[grade %7s] %s: building the tests (unit_tests, blackbox_tests) in %s\n",
                elapsed_since(session.start).c_str(), run.name.c_str(), run.tests_build.c_str());
-  run.built = build_tests(run, session.jobs);
+  run.built = build_tests(run, session.submission, session.reuse_build, session.jobs);
   std::vector<CheckResult> results;
   for (const json& group : lab->at("tests")) {
     CheckResult r{run.name, group.at("id"), group.value("name", group.at("id").get<std::string>()),

@@ -33,6 +33,7 @@ struct Args {
   std::string out_dir = "results/grade";
   std::string build_root;
   std::string prebuilt;
+  std::string reuse_build;
   std::string mutants;
   std::string gdb = "gdb";
   std::string manifest = std::string(GRADER_REFERENCE) + "/labs/manifest.json";
@@ -63,6 +64,11 @@ void add_options(CLI::App& app, Args& a) {
   app.add_option("--prebuilt", a.prebuilt,
                  "Grade the stage binaries in this directory instead of building (every check "
                  "uses them as they are: no TSan unless they were built with it)");
+  app.add_option("--reuse-build", a.reuse_build,
+                 "Lab mode: the submission's own ninja build (e.g. its build/release); each object "
+                 "of the tests' build whose compile command and sources are that build's is "
+                 "copied from it instead of compiled (labs/tools/plan-reuse.sh). For a self-grade "
+                 "only: objects are trusted as they are");
   app.add_option("--mutants", a.mutants,
                  "Grade planted-bug variants of stage 3: 'all' or a comma list of names; prints "
                  "mutant -> check -> caught, exits 1 if any escaped");
@@ -126,6 +132,9 @@ int main(int argc, char** argv) {
                  session.build_root.c_str(), session.out_dir.c_str());
   }
   session.prebuilt = args.prebuilt;
+  if (!args.reuse_build.empty() && fs::exists(args.reuse_build)) {
+    session.reuse_build = fs::canonical(args.reuse_build).string();
+  }
   session.stages_arg = args.stages;
   session.jobs = args.jobs;
   session.expect_full = args.expect_full;

@@ -37,10 +37,17 @@ std::vector<std::string> patched_files(const std::string& patch) {
 /// FAILED at 32"), or "" when it applies exactly: no fuzz, so a hunk whose context drifted is
 /// refused rather than planted in the wrong place; a shifted line number is fine.
 std::string patch_problems(const std::string& tree, const std::string& patch_path, bool dry_run) {
+  // patch(1) takes input with no hunk at all as applied (an empty file: exit 0): it plants
+  // nothing, so a mutant graded with it would be the reference itself.
+  if (patched_files(slurp(patch_path)).empty()) {
+    return "  " + patch_path + ": patches no file (no '+++ ' line: not a unified diff)\n";
+  }
+  // Its own 2>&1: run_capture's applies to the echo alone, and patch says "malformed patch" and
+  // "Only garbage was found" on stderr.
   const std::string out = run_capture("patch " + std::string(dry_run ? "--dry-run " : "") +
                                       "--fuzz=0 --no-backup-if-mismatch -p1 -d " +
                                       shell_quote(tree) + " -i " + shell_quote(patch_path) +
-                                      " && echo PATCH-APPLIED");
+                                      " 2>&1 && echo PATCH-APPLIED");
   if (out.find("PATCH-APPLIED") != std::string::npos) return "";
   std::string problems, file;
   std::stringstream in(out);
@@ -48,7 +55,8 @@ std::string patch_problems(const std::string& tree, const std::string& patch_pat
     if (line.rfind("checking file ", 0) == 0) file = line.substr(14);
     if (line.rfind("patching file ", 0) == 0) file = line.substr(14);
     if (line.find("FAILED") != std::string::npos || line.find("can't find file") != std::string::npos ||
-        line.find("No such file") != std::string::npos || line.find("malformed") != std::string::npos) {
+        line.find("No such file") != std::string::npos || line.find("malformed") != std::string::npos ||
+        line.find("Only garbage") != std::string::npos) {
       problems += "  " + (file.empty() ? std::string() : file + ": ") + line + "\n";
     }
   }
@@ -175,6 +183,14 @@ int grade_mutants(const Session& session, const std::set<std::string>& wanted) {
   const auto elapsed = [&] {
     return format_duration(std::chrono::duration<double>(Clock::now() - session.start).count());
   };
+  // A misspelt MUTANTS=name would grade nothing and pass, as --checks refuses an unknown id.
+  for (const std::string& name : wanted) {
+    if (name != "all" && std::none_of(rubric.mutants.begin(), rubric.mutants.end(),
+                                      [&](const MutantSpec& m) { return m.name == name; })) {
+      std::cerr << "grader: the rubric has no mutant '" << name << "'\n";
+      return 2;
+    }
+  }
   const fs::path tree = fs::path(session.build_root) / "mutants" / "src";
   copy_tree(session.submission, tree);  // also undoes whatever mutant a previous run left planted
   std::vector<std::string> previous;

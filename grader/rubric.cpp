@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -52,14 +53,24 @@ Rubric load_rubric(const std::string& path, bool quick) {
     rubric.checks.push_back(spec);
   }
   for (const nlohmann::json& m : doc.value("mutants", nlohmann::json::array())) {
-    MutantSpec spec{m.at("name"),
-                    m.at("patch"),
-                    m.value("check", ""),
-                    m.value("lab_test", ""),
-                    m.value("description", ""),
-                    m.value("trap", ""),
-                    m.value("also", std::vector<std::string>{}),
-                    m.value("watch", std::vector<std::string>{})};
+    MutantSpec spec;
+    try {
+      spec = MutantSpec{m.at("name"),
+                        m.at("patch"),
+                        m.value("check", ""),
+                        m.value("lab_test", ""),
+                        m.value("description", ""),
+                        m.value("trap", ""),
+                        m.value("also", std::vector<std::string>{}),
+                        m.value("watch", std::vector<std::string>{})};
+    } catch (const std::exception& e) {
+      throw std::runtime_error("rubric mutant " + m.dump() + ": " + e.what());
+    }
+    // MUTANTS=name picks mutants by name, and each has its own report section.
+    if (std::any_of(rubric.mutants.begin(), rubric.mutants.end(),
+                    [&](const MutantSpec& other) { return other.name == spec.name; })) {
+      throw std::runtime_error("rubric mutant " + spec.name + ": the name is given twice");
+    }
     if (spec.check.empty() == spec.lab_test.empty()) {
       throw std::runtime_error("rubric mutant " + spec.name +
                                ": give exactly one of check (a stage check) and lab_test");

@@ -21,6 +21,11 @@ constexpr double kMoreConcurrency = 1.5;
 constexpr double kJudgedCut = 0.6;
 // Latency after a cut within this factor of the latency before it "stayed where it was".
 constexpr double kLatencyStayed = 0.9;
+// Growth past a ceiling the bottleneck rule found: this share of the pool per interval.
+constexpr double kProbe = 0.25;
+// Throughput past this factor of the one a cut was made at: another load, not noise (a noisy
+// machine moves it by 10-30 %, and a cut past a bottleneck leaves it where it was).
+constexpr double kLoadChanged = 3.0;
 
 }  // namespace
 
@@ -59,8 +64,10 @@ std::size_t PoolSizer::next(std::size_t current, const PoolSample& sample) {
   // same concurrency: where latency grows with concurrency (a CPU-bound load), a pool that grows
   // a step at a time would carry W₀ up with the queue it is meant to detect (TCP Vegas's base
   // RTT has the same trap). An origin that really got slower is learnt from a wrong cut below.
+  // The concurrency it was seen at is that of the requests it was measured on, L = λ·W — not the
+  // workers busy at the interval's end, which a load arriving late in it would inflate.
   if (now.measured && (base_.latency == 0 || now.latency < base_.latency)) {
-    base_ = {now.latency, demand_};
+    base_ = {now.latency, now.throughput * now.latency};
   }
   if (std::optional<std::size_t> judged = judge_cut(now)) return size_ = *judged;
   if (at_bottleneck(now)) return size_ = cut(now);
@@ -85,6 +92,17 @@ std::size_t PoolSizer::next(std::size_t current, const PoolSample& sample) {
 // enough for λ to show it.
 std::optional<std::size_t> PoolSizer::judge_cut(const Interval& now) {
   if (cut_from_ == 0) return std::nullopt;
+  // The load the cut was made under has gone: throughput well past anything the cut left room
+  // for (a slow phase ended). The cut proved nothing either way, and keeping its ceiling would
+  // let the next slow phase cut again from there: an origin alternating fast and slow would
+  // ratchet the pool down a cut per phase while requests queue for an idle origin. Undone,
+  // without learning W₀ from it.
+  if (now.measured && now.throughput > kLoadChanged * before_cut_.throughput) {
+    size_ = std::max(size_, clamp(static_cast<double>(std::exchange(cut_from_, 0))));
+    cut_doubted_ = false;
+    ceiling_ = 0;
+    return std::nullopt;
+  }
   // The share of the concurrency kept: workers above the work in the system were idle, and
   // cutting them changed nothing.
   const double kept = std::min(1.0, now.workers / std::max(before_cut_.busy, 1.0));
@@ -98,10 +116,15 @@ std::optional<std::size_t> PoolSizer::judge_cut(const Interval& now) {
   const std::size_t cut_from = std::exchange(cut_from_, 0);
   cut_doubted_ = false;
   if (!wrong) return std::nullopt;
-  base_ = {now.latency, demand_};
-  ceiling_ = 0;
+  base_ = {now.latency, now.throughput * now.latency};
   underused_ = 0;
-  return std::max(size_, clamp(static_cast<double>(cut_from)));
+  // Proof that the cut was wrong, not that there is no limit (noise can still pass both tests
+  // now and then): growth goes on from the size restored, doubling each interval as TCP's slow
+  // start does, not in one jump to the whole backlog that the next interval would have to undo.
+  const std::size_t restored = std::max(size_, clamp(static_cast<double>(cut_from)));
+  ceiling_ = restored;
+  probe_ = 1.0;
+  return restored;
 }
 
 // A downstream bottleneck (the origin's capacity, or the cores): requests take latency_rise ×
@@ -119,8 +142,16 @@ bool PoolSizer::at_bottleneck(const Interval& now) const {
 // busy; latency_rise × that keeps latency within the rise. Shrinking at most by half per
 // interval keeps one noisy interval from costing much.
 std::size_t PoolSizer::cut(const Interval& now) {
-  const double useful = options_.latency_rise * now.throughput * base_.latency;
-  ceiling_ = clamp(std::max(useful, now.workers / 2));
+  // λ at the bottleneck: the better of this interval and the last, for one interval in which
+  // the machine stalled (another process took the cores) shows a bottleneck too, with a λ that
+  // would cut the pool far below what the origin needs.
+  const double throughput = std::max(now.throughput, now.previous_throughput);
+  const double useful = options_.latency_rise * throughput * base_.latency;
+  // Workers busy beyond what the completions explain (L = λ·W) are stuck on a silent origin:
+  // they are no part of the bottleneck's concurrency, and cutting them would leave none free.
+  const double stuck = std::max(0.0, demand_ - now.throughput * now.latency);
+  ceiling_ = clamp(std::max(useful, (now.workers - std::min(stuck, now.workers)) / 2) + stuck);
+  probe_ = kProbe;
   underused_ = 0;
   const std::size_t size = std::min(size_, ceiling_);
   if (size < size_ && cut_from_ == 0) {  // the first of a run of cuts: what it is judged against
@@ -141,7 +172,7 @@ bool PoolSizer::under_pressure(const PoolSample& sample, const Interval& now) co
 
 // Little's law again: the work in the system is what is being served plus what waits, so that
 // many workers (at the target utilization) serve it without queueing: grow there at once. Past a
-// bottleneck found earlier, only a quarter per interval (probing).
+// bottleneck found earlier, only a quarter per interval (probing; doubling after an undone cut).
 std::size_t PoolSizer::grow(const PoolSample& sample, const Interval& now) {
   underused_ = 0;
   const double backlog = std::max(demand_, static_cast<double>(sample.busy_now)) +
@@ -152,11 +183,11 @@ std::size_t PoolSizer::grow(const PoolSample& sample, const Interval& now) {
   // nothing, and only more workers can reach the requests queued behind the stuck ones.
   if (ceiling_ != 0 && sample.completed > 0 && wanted > static_cast<double>(ceiling_)) {
     // A short interval (the pool is asked early while requests wait) grows it by its share of
-    // the quarter, or a queue that a bottleneck keeps standing would grow the pool faster than
+    // the step, or a queue that a bottleneck keeps standing would grow the pool faster than
     // the bottleneck rule can judge it.
     const double share = std::min(1.0, sample.seconds / options_.interval_seconds);
-    const double probe = now.workers + std::max(1.0, std::floor(now.workers / 4 * share));
-    wanted = std::max(static_cast<double>(ceiling_), probe);
+    const double probe = now.workers + std::max(1.0, std::floor(now.workers * probe_ * share));
+    wanted = std::min(wanted, std::max(static_cast<double>(ceiling_), probe));
     ceiling_ = clamp(wanted);
   }
   return std::max(size_, clamp(wanted));

@@ -107,6 +107,7 @@ class PoolSizer {
   // After a bottleneck was found: growth past `ceiling_` goes in steps, not jumps, until the
   // load goes away (the limit may have moved: another origin, fewer clients).
   std::size_t ceiling_ = 0;  // 0: none found
+  double probe_ = 0.25;      // growth past ceiling_ per interval, a share of the pool
   int underused_ = 0;        // consecutive intervals without pressure and with spare workers
 };
 

@@ -135,6 +135,26 @@ TEST(PoolSizer, CpuBoundLoadOnANoisyMachineDoesNotSwingBackToTheBacklog) {
   }
 }
 
+// A 20 ms origin behind 100 clients on a shared machine that stalls now and then: one interval
+// in ten everything runs 2.5× slower (another process took the cores). A stall looks like a
+// bottleneck for one interval — latency up, throughput down — and a cut sized from the stalled
+// throughput left fewer workers than clients (80 of 100) until the pool grew back.
+TEST(PoolSizer, AStallOfTheMachineDoesNotCutThePoolBelowItsClients) {
+  PoolSizer sizer({2, 1000}, 2);
+  std::size_t size = 2;
+  std::size_t smallest_late = 1000;
+  for (int step = 0; step < 120; ++step) {
+    PoolSample sample = closed_loop(size, 100, 0.020, 1e9);
+    if (step % 10 == 9) {
+      sample.completed = static_cast<std::uint64_t>(static_cast<double>(sample.completed) / 2.5);
+      sample.busy_seconds = sample.busy_average;  // L stays, so W = L / λ is 2.5× longer
+    }
+    size = sizer.next(size, sample);
+    if (step >= 20) smallest_late = std::min(smallest_late, size);
+  }
+  EXPECT_GE(smallest_late, 100u) << "every client keeps a worker through the stalls";
+}
+
 // The origin gets slower (20 ms, then 50 ms) behind the same 100 clients: latency rises at the
 // same concurrency, throughput falls, and it reads as a bottleneck at first. The cuts that follow
 // are each too small to judge alone; added up they show that the workers cut had been working,
@@ -172,6 +192,29 @@ TEST(PoolSizer, DownstreamBottleneckStopsGrowthWhereThroughputStops) {
   EXPECT_EQ(throughput, 500) << "and it is kept busy";
 }
 
+// The same origin (64 at a time, 20 ms each) behind 400 clients that arrive late in an interval:
+// its 96 completions took 21 ms, but 394 workers are busy at its end. W₀ belongs with the
+// concurrency those 96 requests saw (L = λ·W, about 2), not the workers busy at the end; paired
+// with 394, no later concurrency counted as "well past" it and the pool stayed at the backlog.
+TEST(PoolSizer, ALoadArrivingLateInAnIntervalStillFindsTheBottleneck) {
+  PoolSizer sizer({2, 1000}, 2);
+  PoolSample arrival;
+  arrival.seconds = 1;
+  arrival.completed = 96;
+  arrival.busy_seconds = 96 * 0.021;
+  arrival.busy_average = 90;
+  arrival.busy_now = 394;
+  arrival.queued = 6;
+  std::size_t size = sizer.next(2, arrival);
+  std::size_t largest_late = 0;
+  for (int step = 0; step < 60; ++step) {
+    size = sizer.next(size, closed_loop(size, 400, 0.020, 3200));
+    if (step >= 20) largest_late = std::max(largest_late, size);
+  }
+  EXPECT_LE(largest_late, 200u) << "about 2·λ·W₀ = 2 × 3200/s × 20 ms = 128, not the backlog";
+  EXPECT_GE(size, 64u) << "enough workers to keep the origin busy";
+}
+
 // The same 20 ms origin without a capacity limit: every worker adds throughput, so the pool
 // grows to the clients (at the target utilization) and stays there.
 TEST(PoolSizer, UnlimitedOriginGrowsToTheClientsAndStays) {
@@ -196,6 +239,54 @@ TEST(PoolSizer, AFastPhaseBeforeASlowOriginDoesNotReadAsABottleneck) {
     if (step >= 20) smallest_late = std::min(smallest_late, size);
   }
   EXPECT_GE(smallest_late, 400u) << "every client keeps a worker once the pool has grown";
+}
+
+// 300 workers stuck on a silent origin (busy, completing nothing) beside 50 clients of 0.5 ms
+// misses on a 2-core machine (at most 20000/s). The bottleneck rule takes the stuck workers for
+// concurrency "well past" W₀'s and halves the pool — below the stuck ones: for the next interval
+// not one worker is free, and every miss waits (throughput 0), then the pool grows back, every
+// third interval. Only the concurrency the completions explain (λ·W) may be cut.
+TEST(PoolSizer, ACutNeverLeavesOnlyTheWorkersStuckOnASilentOrigin) {
+  PoolSizer sizer({2, 1024}, 2);
+  std::size_t size = 2;
+  const double stuck = 300;
+  for (int step = 0; step < 40; ++step) {
+    const double in_service = step == 0 ? 0 : stuck;
+    const double free_workers = std::max(0.0, static_cast<double>(size) - in_service);
+    const double working = std::min(free_workers, 50.0);
+    const double throughput = std::min(working / 0.0005, 20000.0);
+    PoolSample sample;
+    sample.seconds = 0.25;
+    sample.completed = static_cast<std::uint64_t>(throughput * 0.25);
+    sample.busy_seconds = throughput > 0 ? static_cast<double>(sample.completed) * working / throughput : 0;
+    sample.busy_average = working + in_service;
+    sample.busy_now = static_cast<std::size_t>(working + in_service);
+    sample.queued = static_cast<std::size_t>(50 - working) +
+                    (step == 0 ? static_cast<std::size_t>(stuck) - std::min<std::size_t>(300, size) : 0);
+    size = sizer.next(size, sample);
+    if (step >= 2) {
+      ASSERT_GT(size, 300u) << "step " << step << ": only stuck workers left";
+    }
+  }
+}
+
+// An origin that alternates between fast (2 ms) and slow (100 ms) every two intervals (0.5 s at
+// the default 250 ms), behind 400 clients, without any capacity limit: no bottleneck at all. The
+// second slow interval halves the pool (W₀ is the fast phase's); that cut keeps more than
+// kJudgedCut of the concurrency, so it waits to be judged, and the fast interval after it ends
+// the run unjudged (not at the bottleneck), leaving the ceiling at the cut. The fast phase grows
+// back only by the probe (×1.25 twice), so every cycle keeps ×0.78 of the pool: it ratchets down
+// to a handful of workers while hundreds of requests queue for an idle origin.
+TEST(PoolSizer, AnOriginAlternatingFastAndSlowDoesNotRatchetThePoolDown) {
+  PoolSizer sizer({2, 1000}, 2);
+  std::size_t size = 2;
+  std::size_t smallest_late = 1000;
+  for (int step = 0; step < 120; ++step) {
+    const bool slow = step % 4 >= 2;
+    size = sizer.next(size, closed_loop(size, 400, slow ? 0.100 : 0.002, 1e9));
+    if (step >= 40) smallest_late = std::min(smallest_late, size);
+  }
+  EXPECT_GE(smallest_late, 200u) << "an origin with no limit keeps at least half the clients busy";
 }
 
 TEST(PoolSizer, ClampsItsStartAndIgnoresAnEmptyInterval) {
