@@ -13,7 +13,7 @@ help:
 	@echo "make tsan       the same tests under ThreadSanitizer (build/tsan/)"
 	@echo "make asan       the same tests under AddressSanitizer + UBSan (build/asan/)"
 	@echo "make debug      unoptimized build for gdb and Valgrind (build/debug/)"
-	@echo "make cross-check    build for aarch64 (Raspberry Pi OS) and run the unit and black-box tests under qemu-user (build/cross/)"
+	@echo "make cross-check    build for aarch64 (Raspberry Pi OS) and run the unit and black-box tests under qemu-user (build/cross/; CROSS_LABELS=unit: unit tests only, as CI)"
 	@echo "make bench-cache     cache policy and wrapper throughput (Google Benchmark)"
 	@echo "make bench-dispatch  cost of a thread per task vs a pool submit (Google Benchmark)"
 	@echo "make sweep      the tuning curve: STAGE x WORKERS under wrk -> results/sweep/ (QUICK=1: ~20 s)"
