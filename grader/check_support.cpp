@@ -147,10 +147,11 @@ std::string exit_text(const harness::ExitStatus& s) {
   return "exited with status " + std::to_string(s.exit_code);
 }
 
-void expect_clean_stop(Verdict& v, Launched& stage) {
+harness::ExitStatus expect_clean_stop(Verdict& v, Launched& stage) {
   harness::ExitStatus s = stage.process->stop(10s);
   v.expect(s.clean(), "SIGTERM: the stage stops and exits 0", "it " + exit_text(s) + "\n" +
                                                                   stage.log().substr(0, 4000));
+  return s;
 }
 
 }  // namespace grader

@@ -83,8 +83,9 @@ std::optional<testing_support::HttpResponse> try_fetch(
 /// "exited with status 0", "was killed by signal 11 (Segmentation fault)", ...
 std::string exit_text(const harness::ExitStatus& s);
 
-/// SIGTERM, and expects an exit 0 within 10 s.
-void expect_clean_stop(Verdict& v, Launched& stage);
+/// SIGTERM, and expects an exit 0 within 10 s. Returns how it ended, with its stdout after the
+/// listening line (the stats line).
+harness::ExitStatus expect_clean_stop(Verdict& v, Launched& stage);
 
 // The checks, one function each; `index` is the repeat (0-based) for the repeated ones.
 RunOutcome check_correctness(const CheckSpec& spec, const StageInfo& stage, const CheckContext& ctx);

@@ -122,7 +122,7 @@ while running; do
   [ "$graded" -gt 0 ] && eta=$(format $(( elapsed * left / graded )))
   printf '\r[grade-all %s] %d/%d graded, %d running, ETA %s   ' "$(format "$elapsed")" "$done_now" "$total" \
     "$(find "$out/.claims" -mindepth 1 -maxdepth 1 | wc -l)" "$eta" >&2
-  sleep 5  # a progress line, not a test: polling is fine here
+  sleep 1  # a progress line, not a test: polling is fine here
 done
 failed=0
 for p in "${pids[@]}"; do wait "$p" || failed=1; done

@@ -101,6 +101,9 @@ struct CheckContext {
   int run = 0;  ///< which repeat of the check this is, from 0
   nlohmann::json throughput;  ///< the rubric's throughput block
   std::string wrk_script;     ///< bench/wrk/proxy.lua of the grading tree
+  /// How many stages grade_stages grades at once (--stage-lanes), each stage's checks one after
+  /// another; throughput and queue-bound (runs_alone, grade.cpp) run alone after every lane.
+  int lanes = 1;
 };
 
 /// Runs one repeat of `spec` on `stage` in the calling process. Never throws: an exception

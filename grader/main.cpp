@@ -38,6 +38,7 @@ struct Args {
   std::string gdb = "gdb";
   std::string manifest = std::string(GRADER_REFERENCE) + "/labs/manifest.json";
   int lab = 0;
+  int stage_lanes = 1;
   bool mutants_apply = false;
   bool quick = false;
   bool expect_full = false;
@@ -77,6 +78,13 @@ void add_options(CLI::App& app, Args& a) {
                "nothing is built); names the mutant and file of each that drifted, exits 1");
   app.add_option("--gdb", a.gdb, "Debugger the hang watchdog attaches")->capture_default_str();
   app.add_option("-j,--jobs", a.jobs, "Parallel compile jobs, and in lab mode how many tests of a group run at once")->capture_default_str();
+  app.add_option("--stage-lanes", a.stage_lanes,
+                 "Grade up to N stages at once (stage mode), each stage's checks one after "
+                 "another; throughput and queue-bound (measurements under a flood) run alone "
+                 "after them. On N cores, N lanes cost about what N other processes running "
+                 "beside the grader would")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_flag("--quick", a.quick, "One repeat per check and shorter loads (the QUICK=1 budget)");
   app.add_flag("--expect-full-marks", a.expect_full,
                "Exit 1 unless every check passed or failed as the rubric expects (self-tests)");
@@ -140,6 +148,7 @@ int main(int argc, char** argv) {
   session.expect_full = args.expect_full;
   session.ctx.gdb = args.gdb;
   session.ctx.quick = args.quick;
+  session.ctx.lanes = args.stage_lanes;
   session.ctx.throughput = session.rubric.throughput;
   ::signal(SIGPIPE, SIG_IGN);
 

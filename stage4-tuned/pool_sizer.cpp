@@ -37,6 +37,7 @@ PoolSizer::PoolSizer(PoolSizerOptions options, std::size_t initial) : options_(o
   }
   if (!(options_.latency_rise > 1)) options_.latency_rise = 2.0;
   if (!(options_.interval_seconds > 0)) options_.interval_seconds = 0.25;
+  if (!(options_.queue_delay_target >= 0)) options_.queue_delay_target = 0.020;
   size_ = clamp(static_cast<double>(initial));
 }
 
@@ -179,6 +180,14 @@ std::size_t PoolSizer::grow(const PoolSample& sample, const Interval& now) {
                          static_cast<double>(sample.queued);
   const double step = now.workers + std::max(1.0, std::floor(now.workers / 4));
   double wanted = std::max(step, backlog / options_.target_utilization);
+  // Little's law on the queue: at the rate the pool completes requests now, the queue drains in
+  // queued / λ. Within the queueing-delay target it is no want of workers but the cores keeping
+  // up (short CPU-bound requests: hits, a near origin), and a jump to the backlog would only
+  // queue threads for the cores; a step, judged by the bottleneck rule, finds out.
+  if (now.measured && static_cast<double>(sample.queued) <
+                          now.throughput * options_.queue_delay_target) {
+    wanted = step;
+  }
   // A ceiling is evidence about requests that complete; when none do (a silent origin) it says
   // nothing, and only more workers can reach the requests queued behind the stuck ones.
   if (ceiling_ != 0 && sample.completed > 0 && wanted > static_cast<double>(ceiling_)) {

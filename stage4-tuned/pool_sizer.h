@@ -42,6 +42,9 @@ struct PoolSizerOptions {
   double latency_rise = 2.0;
   /// Intervals with fewer completions than this say nothing about latency.
   std::uint64_t min_completions = 20;
+  /// The queueing-delay target, in seconds (`--shed-delay-ms`): a queue the pool drains within
+  /// it at its present rate grows the pool a step, not to the backlog at once.
+  double queue_delay_target = 0.020;
   /// The regular sizing interval, in seconds (`--auto-interval-ms`): probing past a bottleneck
   /// grows the pool by a quarter per interval this long, less in a shorter one.
   double interval_seconds = 0.25;

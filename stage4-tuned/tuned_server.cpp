@@ -62,6 +62,7 @@ PoolSizerOptions sizer_options(const TunedConfig& config) {
   options.min_workers = config.workers_auto ? config.min_workers : config.workers;
   options.max_workers = config.workers_auto ? config.max_workers : config.workers;
   options.interval_seconds = std::chrono::duration<double>(config.auto_interval).count();
+  options.queue_delay_target = std::chrono::duration<double>(config.shed_delay).count();
   return options;
 }
 

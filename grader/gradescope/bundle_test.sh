@@ -117,6 +117,59 @@ printf 'MISSING  stage3-pool/main.cpp\n' > "$work/notes.txt"
 "$gradebook" note "$work/book/alice/results.json" "$work/notes.txt"
 check "note: the file mapping comes first in results.json's output" grep -q '"output": "MISSING  stage3-pool/main.cpp\\n\\nGraded."' "$work/book/alice/results.json"
 
+# ---- the compiler: Ubuntu 22.04's g++ is 11 (choose_cxx in collect.sh, setup.sh) ----
+# A fake g++ answers -dumpversion with $FAKE_GXX; a fake installer records its arguments and
+# puts a g++-12 beside it. PATH holds only the fake folder, so the machine's own g++-12 is unseen.
+fake=$work/fakebin
+rm -rf "$fake"; mkdir -p "$fake"
+printf '#!/bin/sh\necho "$FAKE_GXX"\n' > "$fake/g++"
+printf '#!/bin/sh\necho "$*" >> "%s/installed"\n[ "$FAKE_INSTALL_FAILS" = 1 ] && exit 1\nprintf "#!/bin/sh\\n" > "%s/g++-12"\n/bin/chmod +x "%s/g++-12"\n' \
+  "$fake" "$fake" "$fake" > "$fake/install"
+/bin/chmod +x "$fake/g++" "$fake/install"
+chosen() {  # chosen VERSION [INSTALL_FAILS]: what choose_cxx prints; its status in $chosen_rc
+  rm -f "$fake/g++-12" "$fake/installed"
+  chosen_rc=0
+  FAKE_GXX=$1 FAKE_INSTALL_FAILS=${2:-0} PATH=$fake choose_cxx "$fake/install" gxx12 2> /dev/null || chosen_rc=$?
+}
+out=$(chosen 12); check "compiler: g++ 12 is used as it is (nothing printed)" test -z "$out"
+chosen 12 > /dev/null; check "compiler: g++ 12 installs nothing" test ! -e "$fake/installed"
+out=$(chosen 13.2.0); check "compiler: g++ 13 is used as it is" test -z "$out"
+out=$(chosen 11); check "compiler: g++ 11 -> g++-12" test "$out" = "g++-12"
+chosen 11 > /dev/null; check "compiler: g++ 11 -> the installer is run for the gxx12 group" grep -qx "gxx12" "$fake/installed"
+chosen 11 1 > /dev/null; check "compiler: g++ 11 and g++-12 not installable -> an error" test "$chosen_rc" = 1
+check "compiler: install-deps has the gxx12 group (g++-12) that setup.sh installs" \
+  grep -q 'GROUPS_PACKAGES\[gxx12\]="g++-12"' "$source_dir/scripts/install-deps"
+
+# setup.sh and run_autograder themselves, with g++ 11 on PATH: a fake cmake and a fake grader
+# record the CXX they were run with (no apt: SKIP_INSTALL_DEPS=1, and a fake g++-12 is there).
+for version in 11 12; do
+  root=$work/cxx$version-root
+  rm -rf "$root"; mkdir -p "$root/source"
+  cp -r "$work/unzipped/." "$root/source/"
+  # A small reference (the wiring is what is tested, and sync_tree over the real one is slow).
+  mkdir -p "$root/small/scripts"
+  echo "int main() {}" > "$root/small/main.cpp"
+  tar -C "$root/small" -czf "$root/source/reference.tar.gz" .
+  bin=$root/fakebin
+  mkdir -p "$bin"
+  printf '#!/bin/sh\necho %s\n' "$version" > "$bin/g++"
+  printf '#!/bin/sh\nexit 0\n' > "$bin/g++-12"
+  printf '#!/bin/sh\necho "grader CXX=${CXX:-}" >> "%s/seen"\n' "$root" > "$bin/fake-grader"
+  printf '#!/bin/sh\necho "cmake CXX=${CXX:-}" >> "%s/seen"\ncase "$*" in *--build*)\n  mkdir -p build/release/bin && cp "%s" build/release/bin/grader ;;\nesac\n' \
+    "$root" "$bin/fake-grader" > "$bin/cmake"
+  chmod +x "$bin/g++" "$bin/g++-12" "$bin/cmake" "$bin/fake-grader"
+  (export PATH="$bin:$PATH"; unset CXX
+   AUTOGRADER_ROOT=$root SKIP_INSTALL_DEPS=1 bash "$root/source/setup.sh" > "$root/setup.log" 2>&1
+   mkdir -p "$root/submission"
+   AUTOGRADER_ROOT=$root bash "$root/source/run_autograder" > "$root/run.log" 2>&1) || true
+done
+check "setup.sh, g++ 11: cmake configured and built with CXX=g++-12" \
+  test "$(grep -c '^cmake CXX=g++-12$' "$work/cxx11-root/seen")" = 2
+check "setup.sh, g++ 11: the reference graded with CXX=g++-12 (in setup.sh and in run_autograder)" \
+  test "$(grep -c '^grader CXX=g++-12$' "$work/cxx11-root/seen")" = 2
+check "setup.sh, g++ 11: says so in its log" grep -q "building with CXX=g++-12" "$work/cxx11-root/setup.log"
+check "setup.sh, g++ 12: CXX left unset everywhere" test "$(grep -c 'CXX=$' "$work/cxx12-root/seen")" = 4
+
 if [ "$failures" -ne 0 ]; then
   echo "$failures FAILED"
   exit 1

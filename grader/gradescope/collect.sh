@@ -16,6 +16,10 @@
 # collect_stages SUB TREE        for each of $GRADED_DIRS (common, stage dirs), mirror SUB's
 #                       folder into TREE; a missing folder gets sources that fail to compile
 #                       with a message naming it, so its checks score 0 and say why.
+# choose_cxx INSTALL...  print the C++ compiler CMake must be given: nothing when `g++` is 12
+#                       or newer (Debian 12), else `g++-12`, after running INSTALL... (the
+#                       command that installs it: scripts/install-deps gxx12) when it is not on
+#                       PATH. Returns 1 when no g++ 12 or newer can be had.
 
 sync_tree() {
   local from=$1 to=$2 rel
@@ -116,4 +120,26 @@ collect_stages() {
     fi
   done
   return 0
+}
+
+# The project is built and tested with g++ 12 (Debian 12's g++; C++20 without std::format or
+# std::expected was chosen for it). Ubuntu 22.04, Gradescope's default base image, has g++ 11 as
+# `g++` and g++ 12 as the package g++-12 (universe).
+choose_cxx() {
+  local major
+  major=$(g++ -dumpversion 2> /dev/null) || major=0
+  major=${major%%.*}
+  case $major in ''|*[!0-9]*) major=0 ;; esac
+  if [ "$major" -ge 12 ]; then
+    return 0
+  fi
+  if ! command -v g++-12 > /dev/null 2>&1; then
+    echo "choose_cxx: g++ is version $major, below 12: installing g++-12" >&2
+    "$@" >&2 || return 1
+  fi
+  if ! command -v g++-12 > /dev/null 2>&1; then
+    echo "choose_cxx: g++ is version $major and g++-12 could not be installed" >&2
+    return 1
+  fi
+  echo "g++-12"
 }

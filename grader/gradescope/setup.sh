@@ -23,6 +23,20 @@ mkdir -p "$REF"
 tar -xzf "$SRC/reference.tar.gz" -C "$REF"
 if [ "${SKIP_INSTALL_DEPS:-0}" != 1 ]; then
   "$REF/scripts/install-deps" build test grade
+  install_cxx=("$REF/scripts/install-deps" gxx12)
+else
+  install_cxx=(false)
+fi
+# Ubuntu 22.04's g++ is 11: use g++-12 there (choose_cxx, collect.sh). CMake reads CXX when it
+# first configures a build folder; compiler.env carries the choice to run_autograder.
+cxx=$(choose_cxx "${install_cxx[@]}")
+mkdir -p "$ROOT/build"
+if [ -n "$cxx" ]; then
+  export CXX=$cxx
+  echo "export CXX=$cxx" > "$ROOT/build/compiler.env"
+  echo "setup.sh: the default g++ is older than 12: building with CXX=$cxx"
+else
+  : > "$ROOT/build/compiler.env"
 fi
 
 jobs=$(nproc)
@@ -32,7 +46,7 @@ jobs=$(nproc)
 if [ "$MODE" = lab ]; then
   args=(--lab "$LAB")
 else
-  args=(--stages "$STAGES")
+  args=(--stages "$STAGES" --stage-lanes "$(nproc)")  # one stage per core at once: grade.cpp
 fi
 # The tree every submission is laid over, and the grader's build folders for it. Grading the
 # reference here both fills the builds and shows, in the image's log, that it gets full marks.

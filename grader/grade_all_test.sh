@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# The cheap test of make grade-all (ctest grader.grade_all.gradebook): the real grade-all.sh and
+# the real gradebook, with a stand-in grader (a script) so that it takes seconds, not the hour a
+# real lab 3 run of three submissions takes (that run is in grader/README.md, "Many submissions
+# on one machine"). The stand-in grades what grade-all hands it: each *.txt file of the
+# submission is a check worth 10 points, scored 0 when the file says TODO(student); a file named
+# crash makes it exit without results, as a grader that could not run does. It logs every call,
+# so the test sees which submissions were graded, in which slot's build folder, how often.
+#   grade_all_test.sh SOURCE_DIR GRADEBOOK WORK_DIR
+set -euo pipefail
+source_dir=$1
+gradebook=$2
+work=$3
+rm -rf "$work"
+mkdir -p "$work"
+work=$(cd "$work" && pwd)
+failures=0
+check() {  # check DESCRIPTION COMMAND...
+  local what=$1
+  shift
+  if "$@"; then echo "ok:   $what"; else echo "FAIL: $what"; failures=$((failures + 1)); fi
+}
+
+grader=$work/stand-in-grader
+cat > "$grader" <<'EOF'
+#!/usr/bin/env bash
+set -euo pipefail
+sub="" build="" out="" mode=stages
+while [ $# -gt 0 ]; do
+  case $1 in
+    --submission) sub=$2; shift 2 ;;
+    --build-dir) build=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --lab) mode=lab$2; shift 2 ;;
+    *) shift ;;
+  esac
+done
+echo "graded $(cat "$sub/name") mode=$mode build=${build##*/.slots/}" >> "$GRADE_ALL_TEST_LOG"
+[ -e "$sub/crash" ] && { echo "stand-in grader: cannot run" >&2; exit 2; }
+score=0 tests=""
+for f in "$sub"/*.txt; do
+  name=$(basename "$f" .txt)
+  if grep -q "TODO(student)" "$f"; then s=0; status=failed; else s=10; status=passed; fi
+  score=$((score + s))
+  tests+="${tests:+,}{\"name\": \"$mode: $name\", \"score\": $s, \"max_score\": 10, \"status\": \"$status\", \"output\": \"\"}"
+done
+mkdir -p "$out"
+echo "{\"score\": $score, \"tests\": [$tests]}" > "$out/results.json"
+EOF
+chmod +x "$grader"
+
+# submission NAME FILE=CONTENT...: a folder with a name file and the given files.
+subs=$work/subs
+submission() {
+  local name=$1 kv
+  shift
+  mkdir -p "$subs/$name"
+  echo "$name" > "$subs/$name/name"
+  for kv in "$@"; do echo "${kv#*=}" > "$subs/$name/${kv%%=*}"; done
+}
+submission alice queue.txt=done pool.txt=done
+submission bob queue.txt="TODO(student) lab 3" pool.txt="TODO(student) lab 3"
+submission carol queue.txt=done pool.txt="TODO(student) lab 3"
+out=$work/out
+export GRADE_ALL_TEST_LOG=$work/calls.log
+run() {  # run ARGS...: grade-all.sh into $out; its output in $work/run.out, status in $rc
+  rc=0
+  bash "$source_dir/grader/grade-all.sh" --submissions "$subs" --out "$out" --grader "$grader" \
+    --gradebook "$gradebook" "$@" > "$work/run.out" 2>&1 || rc=$?
+}
+calls() { grep -c "$1" "$GRADE_ALL_TEST_LOG" || true; }
+
+# Lab mode, two at a time.
+run --lab 3 --jobs 2
+check "lab mode: exit 0 when every submission was graded" test "$rc" = 0
+printf '%s\n' "submission,score,max_score,lab3: pool,lab3: queue" "alice,20,20,10,10" "bob,0,20,0,0" \
+  "carol,10,20,0,10" > "$work/expected.csv"
+check "lab mode: the gradebook has a row per submission and a column per check, with their scores" \
+  diff "$work/expected.csv" "$out/gradebook.csv"
+check "lab mode: each submission graded once" test "$(calls "^graded")" = 3
+check "lab mode: the grader was told the lab" test "$(calls "mode=lab3")" = 3
+check "lab mode: every submission built in a job slot's own build folder (.slots/1 or .slots/2)" \
+  test "$(grep -cE 'build=[12]/build$' "$GRADE_ALL_TEST_LOG")" = 3
+check "lab mode: each submission's report kept" test -f "$out/bob/results.json" -a -f "$out/bob/grader.log"
+check "lab mode: the end line counts them" grep -q "grade-all: 3/3 graded" "$work/run.out"
+
+# Resumable: finished submissions are skipped; one whose folder was removed is graded again.
+run --lab 3 --jobs 2
+check "resume: nothing graded again" test "$(calls "^graded")" = 3
+check "resume: says so" grep -q "3 already graded" "$work/run.out"
+rm -r "${out:?}/carol"
+echo "done" > "$subs/carol/pool.txt"  # carol fixed her pool since
+run --lab 3 --jobs 2
+check "resume: only the removed submission graded again" test "$(calls "^graded carol")" = 2 -a "$(calls "^graded")" = 4
+check "resume: its new scores in the gradebook" grep -qx "carol,20,20,10,10" "$out/gradebook.csv"
+
+# A submission the grader cannot grade: named, left out of the gradebook, the status non-zero.
+submission dave queue.txt=done crash=1
+run --lab 3 --jobs 1
+check "no results: grade-all exits non-zero" test "$rc" != 0
+check "no results: the submission is named" grep -q "dave: the grader wrote no results" "$work/run.out"
+check "no results: not a row of the gradebook, the others still are" \
+  bash -c "! grep -q '^dave,' '$out/gradebook.csv' && test \$(wc -l < '$out/gradebook.csv') = 4"
+rm -r "${subs:?}/dave"
+
+# Stage mode: each submission is laid over its slot's tree, so nothing of the previous one stays.
+rm -rf "$out"
+submission aaron queue.txt=done extra.txt=done  # graded first: alice comes next in its slot
+run --jobs 1
+check "stage mode: exit 0" test "$rc" = 0
+check "stage mode: a file only aaron has is graded for aaron alone" \
+  bash -c "grep -qx 'aaron,20,20,10,10,' '$out/gradebook.csv' && grep -qx 'alice,20,20,,10,10' '$out/gradebook.csv'"
+check "stage mode: one slot's tree reused for every submission" \
+  test "$(grep -c 'mode=stages build=1/build' "$GRADE_ALL_TEST_LOG")" = 4
+
+if [ "$failures" -ne 0 ]; then
+  echo "$failures FAILED"
+  exit 1
+fi
+echo "all passed"
