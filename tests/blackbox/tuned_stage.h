@@ -151,9 +151,14 @@ class TunedStage : public StageTest {
   }
 
  protected:
+  /// Asks as a monitoring client does (keep-alive), so the poller answers it whatever the load;
+  /// with metrics_by_worker_ set, with Connection: close, which a worker answers (and a stage
+  /// shedding load may refuse with 503).
   Exposition metrics() {
-    HttpResponse r = exchange(proxy_port(), "GET /metrics HTTP/1.1\r\nHost: proxy\r\n"
-                                            "Connection: close\r\n\r\n");
+    HttpResponse r = exchange(proxy_port(), metrics_by_worker_
+                                                ? "GET /metrics HTTP/1.1\r\nHost: proxy\r\n"
+                                                  "Connection: close\r\n\r\n"
+                                                : "GET /metrics HTTP/1.1\r\nHost: proxy\r\n\r\n");
     EXPECT_EQ(r.status, 200);
     EXPECT_THAT(r.field("Content-Type"), ::testing::HasSubstr("text/plain; version=0.0.4"));
     return parse_exposition(r.body);
@@ -170,12 +175,12 @@ class TunedStage : public StageTest {
       each(m);
       if (condition(m)) return true;
       if (std::chrono::steady_clock::now() > until) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling another process's state: nothing to wait on
+      // Polling another process's state: nothing to wait on.
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
-};
 
-// The default shard count leaves every shard room for four of the largest objects: two objects
-// the whole cache can hold are both kept, whichever shards their keys hash to. (With a shard per
+  bool metrics_by_worker_ = false;  // metrics() asks with Connection: close
+};
 
 }  // namespace testing_support
