@@ -1,10 +1,11 @@
 // The proxy transaction, as the protocol runs it: read_request, cache.find, fetch_from_origin,
 // relay_response, cache.insert. serve_request comes first and reads as that summary; the steps
 // follow in the same order. Request bodies (request_body.cpp), CONNECT (connect_method.cpp),
-// the body relay (body_relay.cpp) and the proxy's own replies (replies.cpp) live in files of
-// their own, and so do origin connections (origin_response.cpp). Stages 1-3 call
-// serve_connection (one request per connection); stage 4 calls serve_request per request on a
-// persistent connection, after its poller has tried serve_hit_now (serve_hit_now.cpp).
+// the body relay (body_relay.cpp), a hit's response (hit_response.cpp) and the proxy's own
+// replies (replies.cpp) live in files of their own, and so do origin connections
+// (origin_response.cpp). Stages 1-3 call serve_connection (one request per connection); stage 4
+// calls serve_request per request on a persistent connection, after its poller has tried
+// serve_hit_now (serve_hit_now.cpp).
 #include "proxy.h"
 
 #include <algorithm>
@@ -225,39 +226,6 @@ bool serve_http(Context& ctx, Cache& cache, const Request& request, const Absolu
   finish_origin(ctx, std::move(*origin));  // back to the origin pool, when it may carry more
   return orderly;
 }
-
-}  // namespace
-
-std::string hit_head(const Context& ctx, const CachedResponse& cached) {
-  std::string head;
-  head.reserve(cached.head.size() + 160 +
-               (cached.body.size() <= kOneWriteBytes ? cached.body.size() : 0));
-  head += cached.head;
-  // A response from a cache says how old it is (RFC 9111 §5.1).
-  head += "Age: " + std::to_string(current_age(cached.freshness, unix_now())) + "\r\n";
-  head += "Content-Length: " + std::to_string(cached.body.size()) + "\r\n" +
-          via_field(ctx, 1) + connection_field(ctx) + "X-Cache: HIT\r\n\r\n";
-  return head;
-}
-
-void send_cached(Context& ctx, const CachedResponse& cached) {
-  std::string head = hit_head(ctx, cached);
-  // One write for a small entry: a hit is the proxy's fastest path, and two sends would cost
-  // a second system call and, on a persistent connection, a delayed ACK (Nagle).
-  if (cached.body.size() <= kOneWriteBytes) {
-    head += cached.body;
-    if (ctx.client.write_all(head, ctx.options.write_timeout).status != IoStatus::ok) {
-      ctx.persistent = false;
-    }
-    return;
-  }
-  if (ctx.client.write_all(head, ctx.options.write_timeout).status != IoStatus::ok ||
-      ctx.client.write_all(cached.body, ctx.options.write_timeout).status != IoStatus::ok) {
-    ctx.persistent = false;
-  }
-}
-
-namespace {
 
 // Sends the rewritten request to the origin, body included (request_body.cpp), on a kept
 // connection when ctx.options.origin_pool has one, else on a new one. Answers the client itself
