@@ -34,7 +34,7 @@ namespace proxy {
 struct TunedConfig {
   std::size_t workers = 0;             ///< fixed pool size; 0 means auto
   bool workers_auto = true;            ///< size the pool at run time (PoolSizer)
-  std::size_t min_workers = default_worker_count();  ///< bounds for auto: the cores, at least
+  std::size_t min_workers = default_worker_count();  ///< auto's lower bound: the cores (at least 1)
   std::size_t max_workers = default_max_workers();  ///< see default_max_workers()
   Millis auto_interval{250};           ///< how often auto re-sizes
   /// Requests that may wait for a worker at once, a bound on memory; past it, 503 at once.
