@@ -67,7 +67,7 @@ void add_tuned_options(CLI::App& app, proxy::TunedConfig& config, std::string& w
   add_count_option(app, "--queue", config.queue,
                    "Requests with a whole head that may wait for a worker, a bound on memory; "
                    "past it each new one is shed at once with 503 and Retry-After: 1 "
-                   "(connections)",
+                   "(requests)",
                    1, 1'000'000);
   add_count_option(app, "--max-connections", config.max_connections,
                    "Open client connections, idle ones included; past it a new connection gets "
