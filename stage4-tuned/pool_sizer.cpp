@@ -23,8 +23,9 @@ constexpr double kJudgedCut = 0.6;
 constexpr double kLatencyStayed = 0.9;
 // Growth past a ceiling the bottleneck rule found: this share of the pool per interval.
 constexpr double kProbe = 0.25;
-// Throughput past this factor of the one a cut was made at: another load, not noise (a noisy
-// machine moves it by 10-30 %, and a cut past a bottleneck leaves it where it was).
+// Throughput (or latency) moving past this factor: another load, not noise. A noisy machine
+// moves them by 10-30 % between intervals and a stall by 2.5× at most; a cut past a bottleneck
+// leaves throughput where it was.
 constexpr double kLoadChanged = 3.0;
 
 }  // namespace
