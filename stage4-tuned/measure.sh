@@ -2,7 +2,8 @@
 # Stage 4's run for its README: the origin alone, stage 3, stage 4 (auto and fixed) and squid
 # side by side in ONE run, driven by wrk and the shared bench/wrk/proxy.lua. Prints one TSV
 # line per measurement: scenario, server, requests/s (answered: 2xx/3xx), p50 ms, p99 ms,
-# errors (socket), non-2xx (503s), peak RSS KiB.
+# errors (socket), non-2xx (503s), peak RSS KiB, and the CPU time (user + system) per answered
+# request of the server measured and of the origin behind it, in microseconds.
 # Usage: stage4-tuned/measure.sh [SECONDS]   (from the repository root, after `make`)
 # Env: LUA (default bench/wrk/proxy.lua), PEERS (default bench/peers), OUT (default /tmp/s4bench),
 #      CONNS (default "100 400"), FIXED (fixed worker counts, default "128 512"),
@@ -34,6 +35,18 @@ start() {
 }
 stop() { local pid="PID_$1"; kill -TERM "${!pid}" 2>/dev/null || true; wait "${!pid}" 2>/dev/null || true; }
 peak_rss() { awk '/VmHWM/ {print $2}' "/proc/$1/status" 2>/dev/null || echo -; }
+# cpu_ticks PID: clock ticks of CPU (user + system, every thread) used by PID and its descendants
+# so far: a peer runs under its start script (bench/peers/), so the peer itself is a child.
+cpu_ticks() {
+  [[ -n $1 ]] || { echo 0; return; }
+  local total child
+  total="$(awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || true)"
+  total="${total:-0}"
+  for child in $(pgrep -P "$1" 2>/dev/null); do total=$((total + $(cpu_ticks "$child"))); done
+  echo "$total"
+}
+TICKS_PER_SECOND="$(getconf CLK_TCK)"
+ORIGIN_PID=""
 
 # run SCENARIO SERVER PORT PID CONNECTIONS TARGET [WORKLOAD] [CLOSE]
 run() {
@@ -50,27 +63,36 @@ run() {
   # that still serves them (each a 20 ms miss) must not be measured while doing so.
   sleep 1
   rm -f "$json"  # an earlier run's, in the same OUT, must not pass for this one's
+  local server_cpu origin_cpu
+  server_cpu="$(cpu_ticks "$pid")"; origin_cpu="$(cpu_ticks "$ORIGIN_PID")"
   TARGET="$target" WORKLOAD="$workload" CLOSE="$close" JSON="$json" \
     wrk -t 2 -c "$conns" -d "${DUR}s" --latency -s "$LUA" "http://127.0.0.1:$port" \
     > "$OUT/$1-$2.txt" 2>&1 || true
-  python3 - "$json" "$scenario" "$server" "$(peak_rss "$pid")" <<'PY'
+  server_cpu=$(($(cpu_ticks "$pid") - server_cpu)); origin_cpu=$(($(cpu_ticks "$ORIGIN_PID") - origin_cpu))
+  python3 - "$json" "$scenario" "$server" "$(peak_rss "$pid")" "$server_cpu" "$origin_cpu" \
+    "$TICKS_PER_SECOND" "$([[ $pid == "$ORIGIN_PID" ]] && echo 1 || echo 0)" <<'PY'
 import json, os, sys
 if not os.path.exists(sys.argv[1]):  # wrk could not run (its .txt says why): a row that says so
-    print("\t".join([sys.argv[2], sys.argv[3], "failed", "-", "-", "-", "-", sys.argv[4]]))
+    print("\t".join([sys.argv[2], sys.argv[3], "failed", "-", "-", "-", "-", sys.argv[4], "-", "-"]))
     sys.exit(0)
 j = json.load(open(sys.argv[1]))
 e = j["errors"]
-answered = (j["requests"] - e["status"]) / j["duration_s"]
-print("\t".join([sys.argv[2], sys.argv[3], "%.0f" % answered,
+answered = j["requests"] - e["status"]
+ticks = float(sys.argv[7])
+def per_request(t):
+    return "%.0f" % (int(t) / ticks * 1e6 / answered) if answered > 0 else "-"
+alone = sys.argv[8] == "1"  # the origin measured alone: it is the server
+print("\t".join([sys.argv[2], sys.argv[3], "%.0f" % (answered / j["duration_s"]),
                  "%.2f" % j["latency_ms"]["p50"], "%.2f" % j["latency_ms"]["p99"],
                  str(e["connect"] + e["read"] + e["write"] + e["timeout"]), str(e["status"]),
-                 sys.argv[4]]), flush=True)
+                 sys.argv[4], "-" if alone else per_request(sys.argv[5]),
+                 per_request(sys.argv[6])]), flush=True)
 PY
 }
 
 start origin "$BIN/origin" --port 0
 O="http://127.0.0.1:$PORT_origin"
-echo -e "scenario\tserver\treq/s\tp50_ms\tp99_ms\terrors\tnon2xx\tpeak_rss_kib"
+echo -e "scenario\tserver\treq/s\tp50_ms\tp99_ms\terrors\tnon2xx\tpeak_rss_kib\tserver_cpu_us\torigin_cpu_us"
 
 # Misses at an origin with DELAY ms latency (unique URLs, keep-alive clients), at each count of
 # CONNS connections: the origin alone, with a new connection per request (as stages 1-3 reach it)
@@ -80,6 +102,7 @@ echo -e "scenario\tserver\treq/s\tp50_ms\tp99_ms\terrors\tnon2xx\tpeak_rss_kib"
 # (e.g. one started with --capacity, for a downstream bottleneck).
 miss_scenario() {
   local sc="$1" c="$2" target="$3" port="$4" pid="$5"
+  ORIGIN_PID="$pid"
   run "$sc" origin-direct-close "$port" "$pid" "$c" "$target" miss 1
   run "$sc" origin-direct "$port" "$pid" "$c" "$target" miss
   for w in ${FIXED:-128 512}; do
