@@ -103,8 +103,14 @@ void write_markdown(const std::string& path, const std::string& submission,
      << " / " << totals.max_score << "** in " << static_cast<int>(total_seconds) << " s\n\n";
   md << "| stage | check | result | points | time |\n| --- | --- | --- | --- | --- |\n";
   for (const CheckResult& r : results) {
-    md << "| " << r.stage << " | " << r.check_id << " | " << status_word(r) << " | " << r.score
-       << " / " << r.max_score << " | " << static_cast<int>(r.seconds + 0.5) << " s |\n";
+    md << "| " << r.stage << " | " << r.check_id << " | " << status_word(r) << " | ";
+    // Out of the totals, as in the table on the terminal: a "0" here would read as points lost.
+    if (r.not_run) {
+      md << "- / " << r.max_score;
+    } else {
+      md << r.score << " / " << r.max_score;
+    }
+    md << " | " << static_cast<int>(r.seconds + 0.5) << " s |\n";
   }
   md << "\n";
   for (const CheckResult& r : results) {

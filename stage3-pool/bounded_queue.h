@@ -164,10 +164,10 @@ class BoundedQueue {
   std::deque<T> items_;
   bool closed_ = false;
   std::size_t peak_size_ = 0;
-  std::condition_variable not_empty_;  // notified after a push, and by close()
+  std::condition_variable not_empty_;  // consumers wait here for an item (or the close)
   // _any: it can also wait on a std::stop_token (push with a stop), at the price of an
   // internal mutex of its own.
-  std::condition_variable_any not_full_;  // notified after a pop, and by close()
+  std::condition_variable_any not_full_;  // producers wait here for room (or the close)
 };
 
 }  // namespace proxy

@@ -53,8 +53,8 @@ void start_or_stop(Start&& start, Stop&& stop) {
 
 /// `workers` std::jthreads, each looping: pop an item, hand it to the handler, repeat. Items
 /// wait in a BoundedQueue of `queue_capacity`; submit() blocks while it is full, try_submit()
-/// refuses. Shutdown is a stop flag (the queue's close), a notify-all and a join: it cannot
-/// deadlock whether workers are idle, busy or blocked, or producers are blocked on a full queue.
+/// refuses. Shutdown cannot deadlock whether workers are idle, busy or blocked, or producers are
+/// blocked on a full queue.
 /// Thread-safety: submit, try_submit, close and the observers may be called from any thread;
 /// shutdown() and the destructor must not be called from a worker (a thread cannot join
 /// itself). The handler runs on the workers concurrently, so what it touches must be
@@ -106,8 +106,8 @@ class WorkerPool {
   /// the workers. Idempotent; later calls return nothing.
   [[nodiscard]] std::deque<Item> close() { return queue_.close(); }
 
-  /// close(), destroying the items it returns, then joins every worker — so it returns after
-  /// the last running handler has. Idempotent.
+  /// Closes the queue (items still in it are destroyed, never handled) and returns after the
+  /// last running handler has, with every worker thread ended. Idempotent.
   void shutdown() {
     // LAB(3) BEGIN WorkerPool::shutdown
     {

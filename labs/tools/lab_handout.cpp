@@ -72,6 +72,7 @@ std::string transform(const std::string& text, const std::string& file, int lab,
   enum class State { outside, reference, stub } state = State::outside;
   Region open;
   std::string indent;
+  std::string pending_todo;  // a stubbed region's TODO line, not yet written
   bool stubbed = false;
   std::string out;
   std::stringstream in(text);
@@ -92,10 +93,12 @@ std::string transform(const std::string& text, const std::string& file, int lab,
       if (stubbed) {
         auto docs = lab_docs.find(open.lab);
         const bool known = docs != lab_docs.end();
-        out += indent + "// TODO(student) lab " + std::to_string(open.lab) + ": " + open.name +
-               ". Replace this stub with your code (" + (known ? docs->second.dir : std::string("labs")) +
-               "/README.md" + (known && !docs->second.hints.empty() ? "; stuck? " + docs->second.hints : "") +
-               ").\n";
+        // Written with the first stub line: an empty stub (a helper only the reference used)
+        // has no stub to replace, and gets the line at END instead.
+        pending_todo = indent + "// TODO(student) lab " + std::to_string(open.lab) + ": " + open.name +
+                       ". Replace this stub with your code (" + (known ? docs->second.dir : std::string("labs")) +
+                       "/README.md" + (known && !docs->second.hints.empty() ? "; stuck? " + docs->second.hints : "") +
+                       ").\n";
       }
       continue;
     }
@@ -106,6 +109,11 @@ std::string transform(const std::string& text, const std::string& file, int lab,
     }
     if (std::regex_match(line, m, end_re)) {
       if (state != State::stub || std::stoi(m[1]) != open.lab) fail("LAB END without its BEGIN and STUB");
+      if (!pending_todo.empty()) {
+        out += indent + "// Lab " + std::to_string(open.lab) + ": the reference had a helper here (" + open.name +
+               "); write your own helpers as you like.\n";
+        pending_todo.clear();
+      }
       regions.push_back(open);
       state = State::outside;
       continue;
@@ -128,6 +136,8 @@ std::string transform(const std::string& text, const std::string& file, int lab,
         if (lab == 0) {
           out += line + "\n";
         } else if (stubbed) {
+          out += pending_todo;
+          pending_todo.clear();
           std::string rest = line.substr(indent.size() + 2);
           if (!rest.empty() && rest[0] == ' ') rest.erase(0, 1);
           out += rest.empty() ? "\n" : indent + rest + "\n";
