@@ -249,7 +249,13 @@ e2e: build/release/build.ninja
 # TODO(student) stubs, no hidden tests, no mutants) and build/handout/labN.tar.gz.
 # make grade LAB=N SUBMISSION=DIR is the grader's lab mode (the grading block above).
 .PHONY: handout labs-check
-handout: build/release/build.ninja
+# A handout tree (labs/HANDOUT) has later labs' stubs in place of the reference: a starter made
+# from it would be false, so handout and labs-check say so before building anything.
+.PHONY: not-in-a-handout
+not-in-a-handout:
+	@test ! -f labs/HANDOUT || { echo "make: this tree is a lab handout ($$(cat labs/HANDOUT)); starters are made and checked in the course's repository."; exit 2; }
+
+handout: not-in-a-handout build/release/build.ninja
 	@case "$(LAB)" in 1|2|3|4) ;; *) echo "usage: make handout LAB=N (N = 1, 2, 3 or 4)"; exit 2;; esac
 	cmake --build --preset release -j $(JOBS) --target lab-handout
 	rm -rf build/handout/lab$(LAB) build/handout/lab$(LAB).tar.gz
@@ -257,7 +263,7 @@ handout: build/release/build.ninja
 
 # make labs-check: every lab's starter builds warning-free and fails each of its visible tests
 # naming its TODO(student) (make test checks lab 3 only; labs/README.md says why).
-labs-check: release
+labs-check: not-in-a-handout release
 	cmake --build --preset release -j $(JOBS) --target lab-handout
 	ctest --preset release -R labs.visible_tests_exist
 	@for lab in 1 2 3 4; do \

@@ -23,7 +23,7 @@ using proxy::Millis;
 
 /// The connection threads still running, and the most that ever ran at once.
 /// Shared through a shared_ptr by the accept loop and every connection thread: a detached
-/// thread's last touch, end(), may come after run() has returned.
+/// thread's last touch, end(), may come after run_thread_per_connection() has returned.
 /// Thread-safety: every member may be called from any thread.
 class LiveThreads {
  public:
@@ -61,7 +61,7 @@ class LiveThreads {
   std::condition_variable none_live_;  // notified when live_ drops to 0
 };
 
-// LAB(2) BEGIN thread_per_connection
+// LAB(2) BEGIN run_thread_per_connection
 // The body of every connection thread. It adopts `client`, which the accept loop allocated.
 void serve_connection_thread(proxy::Server& server, proxy::Socket* client, LiveThreads& live) {
   std::unique_ptr<proxy::Socket> owned(client);
@@ -71,11 +71,11 @@ void serve_connection_thread(proxy::Server& server, proxy::Socket* client, LiveT
     // An exception escaping a thread's function is std::terminate for the whole process.
     proxy::log_line(std::string("connection thread: transaction failed: ") + e.what());
   }
-  live.end();  // last: once the count reaches 0, run() may return and the Server go away
+  live.end();  // last: at 0, run_thread_per_connection() may return and the Server go away
 }
 
 // Accepts until a stop is requested, starting one thread per client; then waits, bounded, for
-// the live ones, because the Server they use is destroyed once run() returns.
+// the live ones, because the Server they use is destroyed once this function returns.
 void run_thread_per_connection(proxy::Server& server, const std::shared_ptr<LiveThreads>& live) {
   while (std::optional<proxy::Socket> accepted = server.accept()) {
     // std::thread moves its arguments into the new thread's state before it knows whether the
@@ -85,7 +85,7 @@ void run_thread_per_connection(proxy::Server& server, const std::shared_ptr<Live
     live->begin();
     std::thread thread;
     try {
-      // The thread holds its own share of `live`: the count must outlive run() while the
+      // The thread holds its own share of `live`: the count must outlive this function while the
       // thread still needs it.
       thread = std::thread([&server, socket = client.get(), live] {
         serve_connection_thread(server, socket, *live);

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <stdexcept>
@@ -32,6 +33,21 @@ harness::Process start_origin(const std::string& bin_dir, int delay_ms, int capa
   return harness::Process(argv, options);
 }
 
+namespace {
+
+// The last non-empty line of a log file, or a note that there is none.
+std::string last_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::string last = "(its log is empty)";
+  while (std::getline(in, line)) {
+    if (!line.empty()) last = line;
+  }
+  return last;
+}
+
+}  // namespace
+
 void measure(const ServerCommand& server, harness::WrkOptions wrk, const std::string& log_path,
              LoadPoint& point) {
   harness::ProcessOptions options;
@@ -39,13 +55,22 @@ void measure(const ServerCommand& server, harness::WrkOptions wrk, const std::st
   options.ready_timeout = std::chrono::seconds(30);  // squid takes a while on a loaded machine
   harness::Process process(server.argv, options);
   wrk.proxy_url = "http://" + process.address();
-  {
+  try {
     harness::ProcSampler sampler(
         process.pid(), std::chrono::milliseconds(50),
         server.measure_children ? harness::ProcScope::descendants : harness::ProcScope::process);
     point.wrk = harness::run_wrk(wrk);
     sampler.stop();
     point.process = sampler.peak();
+  } catch (const std::runtime_error& e) {
+    // A server that died right after its listening line (a lab's stub, a crash) leaves only a
+    // zombie for /proc: say that it died and where its own last words are.
+    harness::ExitStatus died = process.stop();
+    if (died.clean()) throw;
+    throw std::runtime_error(server.name + " exited during the measurement (exit " +
+                             std::to_string(died.exit_code) + ", signal " +
+                             std::to_string(died.signal) + "): " + last_line(log_path) +
+                             " (log: " + log_path + "; " + e.what() + ")");
   }
   harness::ExitStatus status = process.stop();
   if (!status.clean()) {
@@ -97,7 +122,12 @@ void print_progress(std::size_t done, std::size_t total, const LoadPoint& point,
   line << "[" << done << "/" << total << "] " << point.server << " " << point.scenario << " "
        << point.workload;
   if (point.workers > 0) line << " workers=" << point.workers;
-  line << " c=" << point.connections << ": " << format_number(w.requests_per_s, 0) << " req/s";
+  // Answered (2xx/3xx) first: a shedding stage's 503s are answers too, but not throughput, and
+  // counted in they would seem to beat the bound.
+  line << " c=" << point.connections << ": " << format_number(w.ok_per_s(), 0) << " ok/s";
+  if (w.requests_per_s - w.ok_per_s() >= 0.5) {
+    line << " of " << format_number(w.requests_per_s, 0) << " req/s";
+  }
   if (std::isfinite(point.bound_rps)) line << " (bound " << format_number(point.bound_rps, 0) << ")";
   line << ", p99 " << format_number(w.latency_ms.p99, 1) << " ms, errors " << w.errors.total()
        << ", RSS " << format_number(static_cast<double>(point.process.peak_rss_kib) / 1024.0, 1)
