@@ -34,7 +34,17 @@ start() {
   eval "PORT_${name}=$port PID_${name}=$pid"
 }
 stop() { local pid="PID_$1"; kill -TERM "${!pid}" 2>/dev/null || true; wait "${!pid}" 2>/dev/null || true; }
-peak_rss() { awk '/VmHWM/ {print $2}' "/proc/$1/status" 2>/dev/null || echo -; }
+# peak_rss PID: the largest peak RSS (VmHWM, KiB) of PID and its descendants: a peer runs under its
+# start script (bench/peers/), whose own ~3 MB would otherwise stand for the daemon's.
+peak_rss() {
+  local kib child best
+  best="$(awk '/VmHWM/ {print $2}' "/proc/$1/status" 2>/dev/null || true)"
+  for child in $(pgrep -P "$1" 2>/dev/null); do
+    kib="$(peak_rss "$child")"
+    if [[ $kib != - && ( -z $best || $kib -gt $best ) ]]; then best="$kib"; fi
+  done
+  echo "${best:--}"
+}
 # cpu_ticks PID: clock ticks of CPU (user + system, every thread) used by PID and its descendants
 # so far: a peer runs under its start script (bench/peers/), so the peer itself is a child.
 cpu_ticks() {
@@ -55,9 +65,9 @@ run() {
   # Warm-up: fills the cache (hit) and the pool before the measured run. For misses it asks
   # for other URLs: proxy.lua's counters restart in every wrk run, so the measured run would
   # otherwise hit what the warm-up stored.
-  local warm="$target"
+  local warm="$target" threads=$((conns < 2 ? conns : 2))  # wrk: connections >= threads
   if [[ $workload == miss ]]; then warm="$target?warmup=1"; fi
-  TARGET="$warm" WORKLOAD="$workload" CLOSE="$close" wrk -t 2 -c "$conns" -d 2s \
+  TARGET="$warm" WORKLOAD="$workload" CLOSE="$close" wrk -t "$threads" -c "$conns" -d 2s \
     -s "$LUA" "http://127.0.0.1:$port" > /dev/null 2>&1 || true
   # The warm-up's last requests are still queued when wrk closes their connections; a server
   # that still serves them (each a 20 ms miss) must not be measured while doing so.
@@ -66,9 +76,12 @@ run() {
   local server_cpu origin_cpu
   server_cpu="$(cpu_ticks "$pid")"; origin_cpu="$(cpu_ticks "$ORIGIN_PID")"
   TARGET="$target" WORKLOAD="$workload" CLOSE="$close" JSON="$json" \
-    wrk -t 2 -c "$conns" -d "${DUR}s" --latency -s "$LUA" "http://127.0.0.1:$port" \
+    wrk -t "$threads" -c "$conns" -d "${DUR}s" --latency -s "$LUA" "http://127.0.0.1:$port" \
     > "$OUT/$1-$2.txt" 2>&1 || true
   server_cpu=$(($(cpu_ticks "$pid") - server_cpu)); origin_cpu=$(($(cpu_ticks "$ORIGIN_PID") - origin_cpu))
+  # A process that died during the run took its CPU count with it: "-", not a negative number.
+  kill -0 "$pid" 2>/dev/null || server_cpu=-
+  kill -0 "$ORIGIN_PID" 2>/dev/null || origin_cpu=-
   python3 - "$json" "$scenario" "$server" "$(peak_rss "$pid")" "$server_cpu" "$origin_cpu" \
     "$TICKS_PER_SECOND" "$([[ $pid == "$ORIGIN_PID" ]] && echo 1 || echo 0)" <<'PY'
 import json, os, sys
@@ -80,7 +93,7 @@ e = j["errors"]
 answered = j["requests"] - e["status"]
 ticks = float(sys.argv[7])
 def per_request(t):
-    return "%.0f" % (int(t) / ticks * 1e6 / answered) if answered > 0 else "-"
+    return "%.0f" % (int(t) / ticks * 1e6 / answered) if answered > 0 and t != "-" else "-"
 alone = sys.argv[8] == "1"  # the origin measured alone: it is the server
 print("\t".join([sys.argv[2], sys.argv[3], "%.0f" % (answered / j["duration_s"]),
                  "%.2f" % j["latency_ms"]["p50"], "%.2f" % j["latency_ms"]["p99"],
