@@ -53,7 +53,7 @@ debug: deps-check build/debug/build.ninja
 	cmake --build --preset debug -j $(JOBS)
 
 # make test, tsan and asan build what their tests run (CMake target tested-programs: all but the
-# micro-benchmarks, stage-bench, cache-sim and soak, which `make` builds); CI builds those after.
+# micro-benchmarks, stage-bench, cache-sim and soak, which `make` builds outside a handout); CI builds those after.
 test: deps-check build/release/build.ninja
 	cmake --build --preset release -j $(JOBS) --target tested-programs
 	@ln -sfn release/bin build/bin

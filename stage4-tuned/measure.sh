@@ -11,6 +11,7 @@
 #      serves at most CAPACITY requests at once)
 set -euo pipefail
 DUR="${1:-10}"
+command -v wrk > /dev/null || { echo "measure.sh: wrk is not installed (scripts/install-deps bench)" >&2; exit 2; }
 BIN=build/release/bin
 LUA="$(realpath "${LUA:-bench/wrk/proxy.lua}")"
 PEERS="$(realpath "${PEERS:-bench/peers}")"

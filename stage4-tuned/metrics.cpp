@@ -70,10 +70,10 @@ std::string render_prometheus(const MetricsSnapshot& m) {
   sample(out, "proxy_cache_bytes", "gauge", "Bytes held by the cache (key, head and body).",
          m.cache.bytes);
   sample(out, "proxy_cache_entries", "gauge", "Entries held by the cache.", m.cache.entries);
-  sample(out, "proxy_queue_depth", "gauge", "Connections with a request waiting for a worker.",
+  sample(out, "proxy_queue_depth", "gauge", "Requests waiting for a worker (each on its connection).",
          m.queue_depth);
   sample(out, "proxy_queue_capacity", "gauge",
-         "Most connections that may wait for a worker; past it, load is shed with 503.",
+         "Most requests that may wait for a worker; past it, load is shed with 503.",
          m.queue_capacity);
   sample_real(out, "proxy_queue_delay_seconds", "gauge",
          "How long the request waiting longest for a worker has waited (CoDel's measure).",

@@ -79,8 +79,9 @@ class Cache {
   /// The entry for `key`, or nullptr. Counts a hit or a miss and updates the policy's state.
   virtual std::shared_ptr<const CachedResponse> find(std::string_view key) = 0;
   /// Stores `response` under `key`, replacing any entry there, and evicts by policy until the
-  /// total fits capacity_bytes(). Returns false, storing nothing, when the entry alone is larger
-  /// than max_object_bytes() or capacity_bytes().
+  /// total fits capacity_bytes(). Returns false, storing and evicting nothing (an entry already
+  /// under `key` stays), when the entry alone is larger than max_object_bytes() or
+  /// capacity_bytes().
   virtual bool insert(std::string_view key, std::shared_ptr<const CachedResponse> response) = 0;
   /// Removes the entry for `key`, if any (RFC 9111 §4.4 invalidation).
   virtual void erase(std::string_view key) = 0;
