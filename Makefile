@@ -44,7 +44,7 @@ build/%/build.ninja: | deps-check
 	cmake --preset $*
 
 # In a lab handout (labs/HANDOUT) `make` builds the CMake target lab-programs: the stages, the
-# origin, the sweep and the test binaries, not the grader, benchmarks and tools (CMakeLists.txt).
+# origin, the sweep, cache-sim and the test binaries, not the grader, benchmarks and other tools.
 release: deps-check build/release/build.ninja
 	cmake --build --preset release -j $(JOBS) $(if $(wildcard labs/HANDOUT),--target lab-programs)
 	@ln -sfn release/bin build/bin

@@ -51,7 +51,7 @@ void start_or_stop(Start&& start, Stop&& stop) {
 }
 }  // namespace detail
 
-/// `workers` std::jthreads, each looping: pop an item, hand it to the handler, repeat. Items
+/// `workers` std::jthreads, each handling items until the pool closes. Items
 /// wait in a BoundedQueue of `queue_capacity`; submit() blocks while it is full, try_submit()
 /// refuses. Shutdown cannot deadlock whether workers are idle, busy or blocked, or producers are
 /// blocked on a full queue.
@@ -96,8 +96,8 @@ class WorkerPool {
   }
 
   /// Queues `item` only if there is room now. False, leaving `item` untouched, when the queue
-  /// is full or closed, so the call site shows the overflow policy:
-  /// `if (!pool.try_submit(std::move(client))) reply_overloaded(std::move(client), ...);`
+  /// is full or closed: the caller still holds it and chooses what an overflow means (e.g. a
+  /// 503), at the call site where a reader sees it.
   bool try_submit(Item&& item) { return queue_.try_push(std::move(item)); }
 
   /// Sets the stop flag: submits fail from now on, idle workers return at once, busy ones
