@@ -3,7 +3,7 @@
 # side by side in ONE run, driven by wrk and the shared bench/wrk/proxy.lua. Prints one TSV
 # line per measurement: scenario, server, requests/s (answered: 2xx/3xx), p50 ms, p99 ms,
 # errors (socket), non-2xx (503s), peak RSS KiB, and the CPU time (user + system) per answered
-# request of the server measured and of the origin behind it, in microseconds.
+# request of the server measured, of the origin behind it and of wrk, in microseconds.
 # Usage: stage4-tuned/measure.sh [SECONDS]   (from the repository root, after `make`)
 # Env: LUA (default bench/wrk/proxy.lua), PEERS (default bench/peers), OUT (default /tmp/s4bench),
 #      CONNS (default "100 400"), FIXED (fixed worker counts, default "128 512"),
@@ -76,18 +76,20 @@ run() {
   rm -f "$json"  # an earlier run's, in the same OUT, must not pass for this one's
   local server_cpu origin_cpu
   server_cpu="$(cpu_ticks "$pid")"; origin_cpu="$(cpu_ticks "$ORIGIN_PID")"
-  TARGET="$target" WORKLOAD="$workload" CLOSE="$close" JSON="$json" \
-    wrk -t "$threads" -c "$conns" -d "${DUR}s" --latency -s "$LUA" "http://127.0.0.1:$port" \
-    > "$OUT/$1-$2.txt" 2>&1 || true
+  # bash's `time` gives wrk's own CPU (user and system seconds), the third share of the machine.
+  local wrk_cpu
+  wrk_cpu="$( { TIMEFORMAT='%U %S'; time TARGET="$target" WORKLOAD="$workload" CLOSE="$close" \
+    JSON="$json" wrk -t "$threads" -c "$conns" -d "${DUR}s" --latency -s "$LUA" \
+    "http://127.0.0.1:$port" > "$OUT/$1-$2.txt" 2>&1; } 2>&1 || true)"
   server_cpu=$(($(cpu_ticks "$pid") - server_cpu)); origin_cpu=$(($(cpu_ticks "$ORIGIN_PID") - origin_cpu))
   # A process that died during the run took its CPU count with it: "-", not a negative number.
   kill -0 "$pid" 2>/dev/null || server_cpu=-
   kill -0 "$ORIGIN_PID" 2>/dev/null || origin_cpu=-
   python3 - "$json" "$scenario" "$server" "$(peak_rss "$pid")" "$server_cpu" "$origin_cpu" \
-    "$TICKS_PER_SECOND" "$([[ $pid == "$ORIGIN_PID" ]] && echo 1 || echo 0)" <<'PY'
+    "$TICKS_PER_SECOND" "$([[ $pid == "$ORIGIN_PID" ]] && echo 1 || echo 0)" "$wrk_cpu" <<'PY'
 import json, os, sys
 if not os.path.exists(sys.argv[1]):  # wrk could not run (its .txt says why): a row that says so
-    print("\t".join([sys.argv[2], sys.argv[3], "failed", "-", "-", "-", "-", sys.argv[4], "-", "-"]))
+    print("\t".join([sys.argv[2], sys.argv[3], "failed", "-", "-", "-", "-", sys.argv[4], "-", "-", "-"]))
     sys.exit(0)
 j = json.load(open(sys.argv[1]))
 e = j["errors"]
@@ -95,18 +97,24 @@ answered = j["requests"] - e["status"]
 ticks = float(sys.argv[7])
 def per_request(t):
     return "%.0f" % (int(t) / ticks * 1e6 / answered) if answered > 0 and t != "-" else "-"
+def wrk_per_request(times):  # "USER SYS" in seconds, from bash's time
+    try:
+        seconds = sum(float(x) for x in times.split()[-2:])
+    except ValueError:
+        return "-"
+    return "%.0f" % (seconds * 1e6 / answered) if answered > 0 else "-"
 alone = sys.argv[8] == "1"  # the origin measured alone: it is the server
 print("\t".join([sys.argv[2], sys.argv[3], "%.0f" % (answered / j["duration_s"]),
                  "%.2f" % j["latency_ms"]["p50"], "%.2f" % j["latency_ms"]["p99"],
                  str(e["connect"] + e["read"] + e["write"] + e["timeout"]), str(e["status"]),
                  sys.argv[4], "-" if alone else per_request(sys.argv[5]),
-                 per_request(sys.argv[6])]), flush=True)
+                 per_request(sys.argv[6]), wrk_per_request(sys.argv[9])]), flush=True)
 PY
 }
 
 start origin "$BIN/origin" --port 0
 O="http://127.0.0.1:$PORT_origin"
-echo -e "scenario\tserver\treq/s\tp50_ms\tp99_ms\terrors\tnon2xx\tpeak_rss_kib\tserver_cpu_us\torigin_cpu_us"
+echo -e "scenario\tserver\treq/s\tp50_ms\tp99_ms\terrors\tnon2xx\tpeak_rss_kib\tserver_cpu_us\torigin_cpu_us\twrk_cpu_us"
 
 # Misses at an origin with DELAY ms latency (unique URLs, keep-alive clients), at each count of
 # CONNS connections: the origin alone, with a new connection per request (as stages 1-3 reach it)
