@@ -70,7 +70,9 @@ already=$(finished_count)
 echo "grade-all: $total submissions in $submissions, $already already graded, $jobs at a time -> $out"
 
 # One slot: takes the next unclaimed, unfinished submission until none is left. A claim is a
-# directory made with mkdir, atomic, so two slots never take the same submission.
+# directory made with mkdir, atomic, so two slots never hold the same submission at once; a slot
+# finishes a submission (moves its folder in) before it lets go of the claim, so the look for
+# results.json after taking a claim is the one that decides.
 slot() {
   local id=$1 name dir tree build src
   dir=$out/.slots/$id
@@ -79,6 +81,12 @@ slot() {
   for name in "${names[@]}"; do
     [ -f "$out/$name/results.json" ] && continue
     mkdir "$out/.claims/$name" 2> /dev/null || continue
+    # Look again now that the claim is ours: another slot may have finished this submission (its
+    # results.json moved in, then its claim removed) between the look above and the mkdir.
+    if [ -f "$out/$name/results.json" ]; then
+      rmdir "$out/.claims/$name"
+      continue
+    fi
     src=$submissions/$name
     if [ -z "$lab" ]; then
       # Stage mode builds from the tree itself: lay the submission over this slot's tree so that

@@ -103,6 +103,20 @@ check "no results: not a row of the gradebook, the others still are" \
   bash -c "! grep -q '^dave,' '$out/gradebook.csv' && test \$(wc -l < '$out/gradebook.csv') = 4"
 rm -r "${subs:?}/dave"
 
+# Many slots racing through many quick submissions: each is graded once. A slot that found a
+# submission unfinished and then took its claim just after another slot had finished it graded
+# it again (41 extra gradings in 5 runs of this, before grade-all.sh looked again after claiming).
+many=$work/many
+mkdir -p "$many"
+for i in $(seq 1 60); do mkdir "$many/s$i"; echo "s$i" > "$many/s$i/name"; echo done > "$many/s$i/queue.txt"; done
+: > "$GRADE_ALL_TEST_LOG.many"
+rc=0
+GRADE_ALL_TEST_LOG=$GRADE_ALL_TEST_LOG.many bash "$source_dir/grader/grade-all.sh" --submissions "$many" \
+  --out "$work/many-out" --grader "$grader" --gradebook "$gradebook" --lab 3 --jobs 6 > "$work/many.out" 2>&1 || rc=$?
+check "many slots: exit 0" test "$rc" = 0
+check "many slots: 60 submissions graded 60 times, each once" \
+  test "$(wc -l < "$GRADE_ALL_TEST_LOG.many")" = 60 -a "$(sort -u "$GRADE_ALL_TEST_LOG.many" | wc -l)" = 60
+
 # Stage mode: each submission is laid over its slot's tree, so nothing of the previous one stays.
 rm -rf "$out"
 submission aaron queue.txt=done extra.txt=done  # graded first: alice comes next in its slot
