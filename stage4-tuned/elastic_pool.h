@@ -34,10 +34,15 @@ class ElasticPool {
   /// Runs on a worker and owns its item. Exceptions are logged and the worker carries on.
   using Handler = std::function<void(Item)>;
 
+  /// Runs first on every worker thread the pool starts, before it takes an item (e.g. to set
+  /// the thread's scheduling policy). Must not throw; may be empty.
+  using OnStart = std::function<void()>;
+
   /// Starts `workers` threads. Throws std::invalid_argument for 0 workers, a 0 queue or an
   /// empty handler; std::system_error when a thread cannot start.
-  ElasticPool(std::size_t workers, std::size_t queue_capacity, Handler handler)
-      : handler_(std::move(handler)), queue_(queue_capacity) {
+  ElasticPool(std::size_t workers, std::size_t queue_capacity, Handler handler,
+              OnStart on_start = {})
+      : handler_(std::move(handler)), on_start_(std::move(on_start)), queue_(queue_capacity) {
     detail::check_pool_arguments("ElasticPool", workers, handler_);
     detail::start_or_stop([&] { resize(workers); }, [this] { shutdown(); });
   }
@@ -67,7 +72,10 @@ class ElasticPool {
       while (live_ < target_) {
         workers_.emplace_back();
         Worker& worker = workers_.back();
-        worker.thread = std::jthread([this, &worker] { work(worker); });
+        worker.thread = std::jthread([this, &worker] {
+          if (on_start_) on_start_();
+          work(worker);
+        });
         ++live_;
       }
       if (live_ > target_) nudges = live_ - target_;
@@ -179,6 +187,7 @@ class ElasticPool {
   }
 
   Handler handler_;
+  OnStart on_start_;
   // An empty slot is a nudge: it wakes one idle worker to check whether it should retire.
   BoundedQueue<std::optional<Item>> queue_;
   std::atomic<std::size_t> busy_{0};

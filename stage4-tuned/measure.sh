@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Stage 4's run for its README: the origin alone, stage 3, stage 4 (auto and fixed) and squid
-# side by side in ONE run, driven by wrk and the shared bench/wrk/proxy.lua. Prints one TSV
+# Stage 4's run for its README: the origin alone, stage 3, stage 4 (auto and fixed) and the
+# peers (squid, nginx proxy_cache, Varnish) side by side in ONE run, driven by wrk and the shared bench/wrk/proxy.lua. Prints one TSV
 # line per measurement: scenario, server, requests/s (answered: 2xx/3xx), p50 ms, p99 ms,
 # errors (socket), non-2xx (503s), peak RSS KiB, and the CPU time (user + system) per answered
 # request of the server measured, of the origin behind it and of wrk, in microseconds.
 # Usage: stage4-tuned/measure.sh [SECONDS]   (from the repository root, after `make`)
 # Env: LUA (default bench/wrk/proxy.lua), PEERS (default bench/peers), OUT (default /tmp/s4bench),
+#      MEASURE_PEERS (default "squid nginx-cache varnish"; "" for none),
 #      CONNS (default "100 400"), FIXED (fixed worker counts, default "128 512"),
 #      DELAYS (origin latencies in ms, default "20"), CAPACITY (when set, also an origin that
 #      serves at most CAPACITY requests at once)
@@ -120,8 +121,8 @@ echo -e "scenario\tserver\treq/s\tp50_ms\tp99_ms\terrors\tnon2xx\tpeak_rss_kib\t
 # CONNS connections: the origin alone, with a new connection per request (as stages 1-3 reach it)
 # and with keep-alive (as stage 4 and squid do: the ceiling on this machine), stage 3 at fixed
 # sizes (its best is near the connection count), stage 4 with its defaults (--workers auto), with
-# --no-origin-reuse, and at the same fixed sizes, and squid. ORIGIN_URL overrides the origin
-# (e.g. one started with --capacity, for a downstream bottleneck).
+# --no-origin-reuse, with --no-batch-workers, and at the same fixed sizes, and the peers. PORT and
+# PID are the origin's: the one above, or (CAPACITY) one that serves a few requests at a time.
 miss_scenario() {
   local sc="$1" c="$2" target="$3" port="$4" pid="$5"
   ORIGIN_PID="$pid"
@@ -138,16 +139,27 @@ miss_scenario() {
   start s4 "$BIN/stage4-tuned" --port 0 --no-origin-reuse
   run "$sc" stage4-auto-noreuse "$PORT_s4" "$PID_s4" "$c" "$target" miss
   stop s4
+  start s4 "$BIN/stage4-tuned" --port 0 --no-batch-workers
+  run "$sc" stage4-auto-nobatch "$PORT_s4" "$PID_s4" "$c" "$target" miss
+  stop s4
   start s4 "$BIN/stage4-tuned" --port 0
   run "$sc" stage4-auto "$PORT_s4" "$PID_s4" "$c" "$target" miss
   stop s4
   grep -o 'workers=[0-9]* ([^)]*) queue=[0-9]* shed=[0-9]*' "$OUT/s4.out" | sed "s/^/# $sc stage4-auto at stop: /"  || true
-  if [[ -x "$PEERS/squid" ]]; then
-    start squid "$PEERS/squid" --dir "$OUT/squid"
-    run "$sc" squid "$PORT_squid" "$PID_squid" "$c" "$target" miss
-    stop squid
-  fi
+  # The peers (bench/peers/): squid, a forward proxy like the stages, and nginx proxy_cache and
+  # Varnish, reverse proxies told the origin (the same absolute-form requests reach them). Each
+  # one's package may be missing: the peer is left out (scripts/install-deps peers).
+  local peer name
+  for peer in ${MEASURE_PEERS-squid nginx-cache varnish}; do
+    [[ -x "$PEERS/$peer" ]] && command -v "$(peer_binary "$peer")" > /dev/null || continue
+    name="${peer//-/_}"
+    start "$name" "$PEERS/$peer" --dir "$OUT/$peer" --origin "127.0.0.1:$port"
+    run "$sc" "$peer" "$(eval echo "\$PORT_$name")" "$(eval echo "\$PID_$name")" "$c" "$target" miss
+    stop "$name"
+  done
 }
+# peer_binary PEER: the daemon a peer script runs (its PEER_BINARY line).
+peer_binary() { sed -n 's/^PEER_BINARY=//p' "$PEERS/$1"; }
 
 for d in ${DELAYS:-20}; do
   for c in ${CONNS:-100 400}; do

@@ -6,6 +6,8 @@
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,6 +15,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <system_error>
 
 #include "http_message.h"
@@ -51,6 +54,25 @@ bool epoll_client(int epoll_fd, int op, int fd, std::uint32_t events) noexcept {
   if (::epoll_ctl(epoll_fd, op, fd, &event) == 0) return true;
   log_line(std::string("epoll_ctl for a client: ") + std::strerror(errno) + "; closing it");
   return false;
+}
+
+// Runs first on every worker thread when TunedConfig::batch_workers is set. A worker sleeps
+// until its origin answers; under the default policy (SCHED_OTHER) the thread woken may
+// preempt the one running, and when hundreds of answers arrive together (every client waiting
+// on one slow origin) the CPUs pass from woken worker to woken worker while the poller, which
+// reads the next requests, and every other process wait behind them. SCHED_BATCH (sched(7))
+// keeps a worker's share of the CPU — its weight is its nice value's, as before — but it
+// preempts no one on waking: it runs when the running thread's slice ends. stage4-tuned/
+// README.md, "Workers that wait their turn", has the measurements.
+void become_batch_thread() noexcept {
+  sched_param param{};  // SCHED_BATCH takes static priority 0
+  const int error = ::pthread_setschedparam(::pthread_self(), SCHED_BATCH, &param);
+  if (error == 0) return;
+  static std::once_flag logged;
+  std::call_once(logged, [error] {
+    log_line(std::string("SCHED_BATCH for a worker: ") + std::strerror(error) +
+             "; workers keep the default policy");
+  });
 }
 
 std::size_t initial_workers(const TunedConfig& config) {
@@ -100,7 +122,9 @@ TunedServer::TunedServer(Server& server, const TunedConfig& config)
       sizer_(sizer_options(config), initial_workers(config)),
       shedder_(shedder_options(config)),
       tunnels_(server.stats(), server.config().proxy.tunnel_idle_timeout),
-      pool_(initial_workers(config), config.queue, [this](Job job) { serve(std::move(job)); }) {
+      pool_(initial_workers(config), config.queue, [this](Job job) { serve(std::move(job)); },
+            config.batch_workers ? ElasticPool<Job>::OnStart(become_batch_thread)
+                                 : ElasticPool<Job>::OnStart()) {
   options_.keep_alive = true;
   options_.drop_abandoned = true;
   options_.adopt_tunnel = [this](EstablishedTunnel tunnel) { tunnels_.adopt(std::move(tunnel)); };

@@ -49,6 +49,10 @@ struct TunedConfig {
   /// CONNECT tunnels open at once; past it a CONNECT gets 503 + Retry-After. Each costs two
   /// descriptors and its relay buffers (not a worker). 0: half of max_connections.
   std::size_t max_tunnels = 0;
+  /// Run the workers under SCHED_BATCH: a worker woken by its origin's answer waits for the
+  /// running thread's slice instead of preempting it (tuned_server.cpp, become_batch_thread);
+  /// false leaves them SCHED_OTHER, as stage 3's.
+  bool batch_workers = true;
   /// Keep origin connections open between requests (ProxyOptions::origin_pool), within
   /// `origin_limits`; false sends every request on a new connection, as stages 1-3 do.
   bool origin_reuse = true;

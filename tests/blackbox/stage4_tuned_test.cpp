@@ -4,6 +4,12 @@
 // staying within its bounds. What a slow origin or client may not take from everyone else, and
 // the fast paths, are in stage4_paths_test.cpp; the fixture in tuned_stage.h. Every other
 // black-box test runs against stage 4 too (StageTest).
+#include <sched.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
 #include "tuned_stage.h"
 
 namespace testing_support {
@@ -261,6 +267,47 @@ TEST_P(TunedStage, AutoSizedPoolGrowsUnderLoadAndShrinksBackWithinItsBounds) {
       << "the pool never shrank back to its minimum when idle";
 }
 
+// The scheduling policy of each thread of process `pid` (field 41 of /proc/PID/task/TID/stat,
+// proc(5)), by thread id; a thread that ended while being read is left out.
+std::map<pid_t, int> thread_policies(pid_t pid) {
+  std::map<pid_t, int> policies;
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  for (const auto& entry : std::filesystem::directory_iterator(tasks)) {
+    std::ifstream file(entry.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    const std::size_t comm_end = stat.rfind(')');  // the name may hold spaces and parentheses
+    if (comm_end == std::string::npos) continue;
+    std::istringstream fields(stat.substr(comm_end + 2));  // from field 3, the state
+    std::string field;
+    for (int i = 3; i <= 41 && fields >> field; ++i) {
+      if (i == 41) policies[std::stoi(entry.path().filename().string())] = std::stoi(field);
+    }
+  }
+  return policies;
+}
+
+TEST_P(TunedStage, RunsItsWorkersUnderSchedBatchAndThePollerUnderTheDefaultPolicy) {
+  auto batch_threads = [](const std::map<pid_t, int>& policies) {
+    return std::count_if(policies.begin(), policies.end(),
+                         [&](const auto& entry) { return entry.second == SCHED_BATCH; });
+  };
+  start_stage({"--workers", "3"});
+  const pid_t pid = stage_->pid();
+  EXPECT_TRUE(wait_until([&] { return batch_threads(thread_policies(pid)) == 3; }, kDeadline))
+      << "not every worker runs under SCHED_BATCH";
+  std::map<pid_t, int> policies = thread_policies(pid);
+  ASSERT_TRUE(policies.count(pid));
+  EXPECT_EQ(policies[pid], SCHED_OTHER) << "the poller (the main thread) keeps the default policy";
+  EXPECT_EQ(fetch(proxy_port(), origin_url("/bytes/10"), kDeadline).status, 200);
+  stage_.reset();
+
+  start_stage({"--workers", "3", "--no-batch-workers"});
+  ASSERT_EQ(fetch(proxy_port(), origin_url("/bytes/11"), kDeadline).status, 200);  // a worker ran
+  policies = thread_policies(stage_->pid());
+  EXPECT_EQ(batch_threads(policies), 0) << "--no-batch-workers left a thread under SCHED_BATCH";
+  EXPECT_GE(policies.size(), 4u) << "the poller and three workers";
+}
+
 TEST(Stage4Help, DocumentsEveryFlagWithItsUnit) {
   for (const std::string& stage : built_stages()) {
     if (stage != "stage4-tuned") continue;
@@ -271,7 +318,7 @@ TEST(Stage4Help, DocumentsEveryFlagWithItsUnit) {
     for (const char* flag : {"--workers", "--min-workers", "--max-workers", "--auto-interval-ms",
                              "--queue", "--max-connections", "--idle-timeout-ms",
                              "--cache-shards", "--client-timeout-ms", "--connect-timeout-ms",
-                             "--origin-timeout-ms"}) {
+                             "--origin-timeout-ms", "--no-batch-workers"}) {
       EXPECT_THAT(text, HasSubstr(flag));
     }
     for (const char* unit : {"in ms", "(threads)", "(connections)", "bytes"}) {

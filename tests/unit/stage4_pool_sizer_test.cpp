@@ -8,6 +8,7 @@
 #include <functional>
 #include <condition_variable>
 #include <mutex>
+#include <set>
 #include <random>
 #include <thread>
 
@@ -398,6 +399,33 @@ TEST(ElasticPool, RefusesWhenTheQueueIsFullAndHandsBackQueuedItemsOnClose) {
   }
   cv.notify_all();
   pool.shutdown();
+}
+
+TEST(ElasticPool, RunsOnStartOnEveryWorkerThreadBeforeItsFirstItem) {
+  std::mutex mutex;
+  std::set<std::thread::id> started;  // guarded by mutex
+  std::atomic<bool> served_by_a_stranger{false};
+  ElasticPool<int> pool(
+      2, 64,
+      [&](int) {
+        std::lock_guard lock(mutex);
+        if (started.count(std::this_thread::get_id()) == 0) served_by_a_stranger = true;
+      },
+      [&] {
+        std::lock_guard lock(mutex);
+        started.insert(std::this_thread::get_id());
+      });
+  pool.resize(5);  // threads started by a resize run it too
+  for (int i = 0; i < 20; ++i) {
+    int item = i;
+    while (!pool.try_submit(std::move(item))) std::this_thread::yield();
+  }
+  EXPECT_TRUE(eventually([&] {
+    std::lock_guard lock(mutex);
+    return started.size() == 5;
+  }));
+  pool.shutdown();
+  EXPECT_FALSE(served_by_a_stranger.load()) << "a worker took an item before its on_start ran";
 }
 
 }  // namespace
