@@ -94,7 +94,8 @@ void add_tuned_options(CLI::App& app, proxy::TunedConfig& config, std::string& w
                "Leave the workers under the default scheduling policy (SCHED_OTHER), as stage 3's. "
                "By default they run under SCHED_BATCH: the same share of the CPU, but a worker "
                "woken by its origin's answer does not preempt the thread running, so a wave of "
-               "answers from a slow origin cannot hold off the poller and the rest of the machine");
+               "answers from a slow origin cannot keep interrupting the poller and the rest of "
+               "the machine");
   add_count_option(app, "--max-tunnels", config.max_tunnels,
                    "CONNECT tunnels open at once; past it a CONNECT gets 503 (tunnels). A tunnel "
                    "holds no worker: the tunnel thread relays it. 0: half of --max-connections",

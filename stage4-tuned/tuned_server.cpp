@@ -58,12 +58,12 @@ bool epoll_client(int epoll_fd, int op, int fd, std::uint32_t events) noexcept {
 
 // Runs first on every worker thread when TunedConfig::batch_workers is set. A worker sleeps
 // until its origin answers; under the default policy (SCHED_OTHER) the thread woken may
-// preempt the one running, and when hundreds of answers arrive together (every client waiting
-// on one slow origin) the CPUs pass from woken worker to woken worker while the poller, which
-// reads the next requests, and every other process wait behind them. SCHED_BATCH (sched(7))
-// keeps a worker's share of the CPU — its weight is its nice value's, as before — but it
-// preempts no one on waking: it runs when the running thread's slice ends. stage4-tuned/
-// README.md, "Workers that wait their turn", has the measurements.
+// preempt the one running, so when hundreds of answers arrive together (every client waiting
+// on one slow origin) each woken worker cuts into whatever runs: the poller in the middle of
+// its batch of ready connections, the origin and the clients on the same machine in theirs.
+// SCHED_BATCH (sched(7)) keeps a worker's share of the CPU — its weight is its nice value's,
+// as before — but it preempts no one on waking: it runs when the running thread's slice ends.
+// stage4-tuned/README.md, step 11 ("Workers that wait their turn"), has the measurements.
 void become_batch_thread() noexcept {
   sched_param param{};  // SCHED_BATCH takes static priority 0
   const int error = ::pthread_setschedparam(::pthread_self(), SCHED_BATCH, &param);
