@@ -43,9 +43,11 @@ case $jobs in ''|*[!0-9]*|0) echo "grade-all: --jobs must be a positive number" 
 submissions=$(cd "$submissions" && pwd)
 grader=$(cd "$(dirname "$grader")" && pwd)/$(basename "$grader")
 gradebook=$(cd "$(dirname "$gradebook")" && pwd)/$(basename "$gradebook")
-mkdir -p "$out/.slots" "$out/.claims"
+mkdir -p "$out/.slots" "$out/.claims" "$out/.failed"
 out=$(cd "$out" && pwd)
-rm -rf "${out:?}/.claims"/*  # claims of an interrupted run: those submissions are graded again
+# Claims of an interrupted run, and the failures of the last one: those submissions are graded
+# again.
+rm -rf "${out:?}/.claims"/* "${out:?}/.failed"/*
 
 mode_args=()
 [ -n "$lab" ] && mode_args+=(--lab "$lab")
@@ -71,8 +73,10 @@ echo "grade-all: $total submissions in $submissions, $already already graded, $j
 
 # One slot: takes the next unclaimed, unfinished submission until none is left. A claim is a
 # directory made with mkdir, atomic, so two slots never hold the same submission at once; a slot
-# finishes a submission (moves its folder in) before it lets go of the claim, so the look for
-# results.json after taking a claim is the one that decides.
+# finishes a submission (moves its folder in, or marks it in .failed when the grader wrote no
+# results) before it lets go of the claim, so the look for results.json and .failed after taking
+# a claim is the one that decides. Without the .failed mark a slot that had not yet passed a
+# failed submission in the list would grade it again in the same run.
 slot() {
   local id=$1 name dir tree build src
   dir=$out/.slots/$id
@@ -82,8 +86,9 @@ slot() {
     [ -f "$out/$name/results.json" ] && continue
     mkdir "$out/.claims/$name" 2> /dev/null || continue
     # Look again now that the claim is ours: another slot may have finished this submission (its
-    # results.json moved in, then its claim removed) between the look above and the mkdir.
-    if [ -f "$out/$name/results.json" ]; then
+    # results.json moved in, or its .failed mark made, then its claim removed) between the look
+    # above and the mkdir.
+    if [ -f "$out/$name/results.json" ] || [ -d "$out/.failed/$name" ]; then
       rmdir "$out/.claims/$name"
       continue
     fi
@@ -103,6 +108,7 @@ slot() {
       mv "$out/.partial-$name" "$out/$name"  # finished: results.json appears with the folder
     else
       echo "grade-all: $name: the grader wrote no results (see $out/.partial-$name/grader.log)" >&2
+      mkdir -p "$out/.failed/$name"
     fi
     rm -rf "$out/.claims/$name"
   done

@@ -117,6 +117,25 @@ check "many slots: exit 0" test "$rc" = 0
 check "many slots: 60 submissions graded 60 times, each once" \
   test "$(wc -l < "$GRADE_ALL_TEST_LOG.many")" = 60 -a "$(sort -u "$GRADE_ALL_TEST_LOG.many" | wc -l)" = 60
 
+# The same race with two submissions the grader cannot grade: each is tried once per run, not
+# once more by every slot that had not yet passed it in the list (2 to 3 tries each, every run,
+# before grade-all.sh marked them in .failed); the next run tries them again.
+touch "$many/s2/crash" "$many/s30/crash"
+: > "$GRADE_ALL_TEST_LOG.many"
+many_run() {
+  rc=0
+  GRADE_ALL_TEST_LOG=$GRADE_ALL_TEST_LOG.many bash "$source_dir/grader/grade-all.sh" --submissions "$many" \
+    --out "$work/many-failed-out" --grader "$grader" --gradebook "$gradebook" --lab 3 --jobs 6 > "$work/many.out" 2>&1 || rc=$?
+}
+tries() { cut -d' ' -f2 "$GRADE_ALL_TEST_LOG.many" | grep -cx "$1" || true; }
+many_run
+check "many slots, two failures: exit non-zero" test "$rc" != 0
+check "many slots, two failures: each submission tried once" \
+  test "$(wc -l < "$GRADE_ALL_TEST_LOG.many")" = 60 -a "$(tries s2)" = 1 -a "$(tries s30)" = 1
+many_run
+check "many slots, two failures: the next run tries the two again, and only them" \
+  test "$(wc -l < "$GRADE_ALL_TEST_LOG.many")" = 62 -a "$(tries s2)" = 2 -a "$(tries s30)" = 2
+
 # Stage mode: each submission is laid over its slot's tree, so nothing of the previous one stays.
 rm -rf "$out"
 submission aaron queue.txt=done extra.txt=done  # graded first: alice comes next in its slot
