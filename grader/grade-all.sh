@@ -78,7 +78,10 @@ echo "grade-all: $total submissions in $submissions, $already already graded, $j
 # a claim is the one that decides. Without the .failed mark a slot that had not yet passed a
 # failed submission in the list would grade it again in the same run.
 slot() {
-  local id=$1 name dir tree build src
+  local id=$1 name dir tree build src grading=""
+  # Stopped (the run's stop below): the grader goes with the slot, so that no grader of this run
+  # still writes into .partial-NAME when the next run grades NAME again.
+  trap 'trap - TERM; [ -n "$grading" ] && kill -TERM "$grading" 2> /dev/null; wait; exit 143' TERM
   dir=$out/.slots/$id
   tree=$dir/tree
   build=$dir/build
@@ -102,7 +105,10 @@ slot() {
     rm -rf "${out:?}/.partial-$name"
     mkdir -p "$out/.partial-$name"
     "$grader" --submission "$src" --build-dir "$build" --out "$out/.partial-$name" \
-      "${mode_args[@]}" "${extra[@]}" > "$out/.partial-$name/grader.log" 2>&1 || true
+      "${mode_args[@]}" "${extra[@]}" > "$out/.partial-$name/grader.log" 2>&1 &
+    grading=$!
+    wait "$grading" || true  # returns at once on TERM, for the trap above
+    grading=""
     if [ -f "$out/.partial-$name/results.json" ]; then
       rm -rf "${out:?}/$name"
       mv "$out/.partial-$name" "$out/$name"  # finished: results.json appears with the folder
@@ -116,6 +122,19 @@ slot() {
 
 start=$(date +%s)
 pids=()
+# Stopped by a signal to this process alone (kill PID, a CI job cancelled), the slots and their
+# graders would go on grading unseen, and a run started again would grade their submissions a
+# second time beside them: stop them first.
+stop() {
+  trap - INT TERM HUP
+  kill -TERM "${pids[@]}" 2> /dev/null || true
+  wait
+  printf '\ngrade-all: stopped; a run started again grades what was not finished\n' >&2
+  exit "$1"
+}
+trap 'stop 130' INT
+trap 'stop 143' TERM
+trap 'stop 129' HUP
 for ((i = 1; i <= jobs; i++)); do
   slot "$i" &
   pids+=($!)

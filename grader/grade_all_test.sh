@@ -37,6 +37,7 @@ while [ $# -gt 0 ]; do
 done
 echo "graded $(cat "$sub/name") mode=$mode build=${build##*/.slots/}" >> "$GRADE_ALL_TEST_LOG"
 [ -e "$sub/crash" ] && { echo "stand-in grader: cannot run" >&2; exit 2; }
+[ -e "$sub/hold" ] && { echo $$ > "$GRADE_ALL_TEST_LOG.held"; exec sleep 600; }  # until stopped
 score=0 tests=""
 for f in "$sub"/*.txt; do
   name=$(basename "$f" .txt)
@@ -135,6 +136,25 @@ check "many slots, two failures: each submission tried once" \
 many_run
 check "many slots, two failures: the next run tries the two again, and only them" \
   test "$(wc -l < "$GRADE_ALL_TEST_LOG.many")" = 62 -a "$(tries s2)" = 2 -a "$(tries s30)" = 2
+
+# Stopped by a TERM to grade-all.sh alone: it stops its slots and their graders before it exits,
+# so none goes on grading beside the run started again (one did, and graded it a second time).
+held=$work/held
+mkdir -p "$held"
+for i in 1 2 3; do mkdir "$held/h$i"; echo "h$i" > "$held/h$i/name"; echo done > "$held/h$i/queue.txt"; done
+touch "$held/h2/hold"
+rm -f "$GRADE_ALL_TEST_LOG.held"
+bash "$source_dir/grader/grade-all.sh" --submissions "$held" --out "$work/held-out" --grader "$grader" \
+  --gradebook "$gradebook" --lab 3 --jobs 2 > "$work/held.out" 2>&1 &
+main=$!
+for _ in $(seq 200); do [ -s "$GRADE_ALL_TEST_LOG.held" ] && break; sleep 0.1; done  # 20 s deadline
+held_pid=$(cat "$GRADE_ALL_TEST_LOG.held")
+kill -TERM "$main"
+rc=0
+wait "$main" || rc=$?
+check "stopped: grade-all.sh exits with TERM's status" test "$rc" = 143
+check "stopped: the grader it was running is stopped too" bash -c "! kill -0 $held_pid 2> /dev/null"
+kill "$held_pid" 2> /dev/null || true
 
 # Stage mode: each submission is laid over its slot's tree, so nothing of the previous one stays.
 rm -rf "$out"
