@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
 # Stage 4's run for its README: the origin alone, stage 3, stage 4 (auto and fixed) and the
-# peers (squid, nginx proxy_cache, Varnish) side by side in ONE run, driven by wrk and the shared bench/wrk/proxy.lua. Prints one TSV
-# line per measurement: scenario, server, requests/s (answered: 2xx/3xx), p50 ms, p99 ms,
-# errors (socket), non-2xx (503s), peak RSS KiB, and the CPU time (user + system) per answered
-# request of the server measured, of the origin behind it and of wrk, in microseconds.
-# Usage: stage4-tuned/measure.sh [SECONDS]   (from the repository root, after `make`)
+# peers (squid, nginx proxy_cache, Varnish) side by side in ONE run, driven by wrk and the shared
+# bench/wrk/proxy.lua. Prints one TSV line per measurement: scenario, server, requests/s
+# (answered: 2xx/3xx), p50 ms, p99 ms, errors (socket), non-2xx (503s), peak RSS KiB, and the CPU
+# time (user + system) per answered request of the server measured, of the origin behind it and
+# of wrk, in microseconds; and after each stage 4 auto run a "# ... at stop: workers=..." line
+# from its stats line. The servers run one after another in a fixed order, so a change in the
+# machine's load during the run skews the ratios between them: for a ratio that matters, repeat
+# the run (or the pair) in alternating order and compare the rounds.
+# Usage: stage4-tuned/measure.sh [SECONDS]   (from the repository root, after `make`; SECONDS
+#        per measurement, default 10, after a 2 s warm-up)
 # Env: LUA (default bench/wrk/proxy.lua), PEERS (default bench/peers), OUT (default /tmp/s4bench),
 #      MEASURE_PEERS (default "squid nginx-cache varnish"; "" for none),
 #      CONNS (default "100 400"), FIXED (fixed worker counts, default "128 512"),
 #      DELAYS (origin latencies in ms, default "20"), CAPACITY (when set, also an origin that
-#      serves at most CAPACITY requests at once)
+#      serves at most CAPACITY requests at once). An empty CONNS, FIXED or DELAYS means the
+#      default.
 set -euo pipefail
 DUR="${1:-10}"
 command -v wrk > /dev/null || { echo "measure.sh: wrk is not installed (scripts/install-deps bench)" >&2; exit 2; }
