@@ -119,23 +119,27 @@ check "many slots: 60 submissions graded 60 times, each once" \
   test "$(wc -l < "$GRADE_ALL_TEST_LOG.many")" = 60 -a "$(sort -u "$GRADE_ALL_TEST_LOG.many" | wc -l)" = 60
 
 # The same race with two submissions the grader cannot grade: each is tried once per run, not
-# once more by every slot that had not yet passed it in the list (2 to 3 tries each, every run,
-# before grade-all.sh marked them in .failed); the next run tries them again.
-touch "$many/s2/crash" "$many/s30/crash"
+# once more by every slot that had not yet passed it in the list (a second try of one or both in
+# 6 runs of 6 with 24 submissions, before grade-all.sh marked them in .failed); the next run
+# tries them again.
+few=$work/few
+mkdir -p "$few"
+for i in $(seq 1 24); do mkdir "$few/s$i"; echo "s$i" > "$few/s$i/name"; echo done > "$few/s$i/queue.txt"; done
+touch "$few/s2/crash" "$few/s13/crash"
 : > "$GRADE_ALL_TEST_LOG.many"
-many_run() {
+few_run() {
   rc=0
-  GRADE_ALL_TEST_LOG=$GRADE_ALL_TEST_LOG.many bash "$source_dir/grader/grade-all.sh" --submissions "$many" \
-    --out "$work/many-failed-out" --grader "$grader" --gradebook "$gradebook" --lab 3 --jobs 6 > "$work/many.out" 2>&1 || rc=$?
+  GRADE_ALL_TEST_LOG=$GRADE_ALL_TEST_LOG.many bash "$source_dir/grader/grade-all.sh" --submissions "$few" \
+    --out "$work/few-out" --grader "$grader" --gradebook "$gradebook" --lab 3 --jobs 6 > "$work/many.out" 2>&1 || rc=$?
 }
 tries() { cut -d' ' -f2 "$GRADE_ALL_TEST_LOG.many" | grep -cx "$1" || true; }
-many_run
+few_run
 check "many slots, two failures: exit non-zero" test "$rc" != 0
 check "many slots, two failures: each submission tried once" \
-  test "$(wc -l < "$GRADE_ALL_TEST_LOG.many")" = 60 -a "$(tries s2)" = 1 -a "$(tries s30)" = 1
-many_run
+  test "$(wc -l < "$GRADE_ALL_TEST_LOG.many")" = 24 -a "$(tries s2)" = 1 -a "$(tries s13)" = 1
+few_run
 check "many slots, two failures: the next run tries the two again, and only them" \
-  test "$(wc -l < "$GRADE_ALL_TEST_LOG.many")" = 62 -a "$(tries s2)" = 2 -a "$(tries s30)" = 2
+  test "$(wc -l < "$GRADE_ALL_TEST_LOG.many")" = 26 -a "$(tries s2)" = 2 -a "$(tries s13)" = 2
 
 # Stopped by a TERM to grade-all.sh alone: it stops its slots and their graders before it exits,
 # so none goes on grading beside the run started again (one did, and graded it a second time).
