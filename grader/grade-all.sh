@@ -104,8 +104,10 @@ slot() {
     fi
     rm -rf "${out:?}/.partial-$name"
     mkdir -p "$out/.partial-$name"
-    "$grader" --submission "$src" --build-dir "$build" --out "$out/.partial-$name" \
-      "${mode_args[@]}" "${extra[@]}" > "$out/.partial-$name/grader.log" 2>&1 &
+    # In the background, so that the trap above runs at once; env gives it back the Ctrl-C
+    # (SIGINT, SIGQUIT) a background command of a script ignores, for the programs it starts.
+    env --default-signal=INT,QUIT "$grader" --submission "$src" --build-dir "$build" \
+      --out "$out/.partial-$name" "${mode_args[@]}" "${extra[@]}" > "$out/.partial-$name/grader.log" 2>&1 &
     grading=$!
     wait "$grading" || true  # returns at once on TERM, for the trap above
     grading=""
