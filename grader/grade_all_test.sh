@@ -109,7 +109,7 @@ rm -r "${subs:?}/dave"
 # it again (41 extra gradings in 5 runs of this, before grade-all.sh looked again after claiming).
 many=$work/many
 mkdir -p "$many"
-for i in $(seq 1 60); do mkdir "$many/s$i"; echo "s$i" > "$many/s$i/name"; echo done > "$many/s$i/queue.txt"; done
+for i in $(seq 1 60); do mkdir "$many/s$i"; echo "s$i" > "$many/s$i/name"; echo "done" > "$many/s$i/queue.txt"; done
 : > "$GRADE_ALL_TEST_LOG.many"
 rc=0
 GRADE_ALL_TEST_LOG=$GRADE_ALL_TEST_LOG.many bash "$source_dir/grader/grade-all.sh" --submissions "$many" \
@@ -124,7 +124,7 @@ check "many slots: 60 submissions graded 60 times, each once" \
 # tries them again.
 few=$work/few
 mkdir -p "$few"
-for i in $(seq 1 24); do mkdir "$few/s$i"; echo "s$i" > "$few/s$i/name"; echo done > "$few/s$i/queue.txt"; done
+for i in $(seq 1 24); do mkdir "$few/s$i"; echo "s$i" > "$few/s$i/name"; echo "done" > "$few/s$i/queue.txt"; done
 touch "$few/s2/crash" "$few/s13/crash"
 : > "$GRADE_ALL_TEST_LOG.many"
 few_run() {
@@ -145,7 +145,7 @@ check "many slots, two failures: the next run tries the two again, and only them
 # so none goes on grading beside the run started again (one did, and graded it a second time).
 held=$work/held
 mkdir -p "$held"
-for i in 1 2 3; do mkdir "$held/h$i"; echo "h$i" > "$held/h$i/name"; echo done > "$held/h$i/queue.txt"; done
+for i in 1 2 3; do mkdir "$held/h$i"; echo "h$i" > "$held/h$i/name"; echo "done" > "$held/h$i/queue.txt"; done
 touch "$held/h2/hold"
 rm -f "$GRADE_ALL_TEST_LOG.held"
 bash "$source_dir/grader/grade-all.sh" --submissions "$held" --out "$work/held-out" --grader "$grader" \
