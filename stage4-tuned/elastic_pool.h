@@ -35,7 +35,8 @@ class ElasticPool {
   using Handler = std::function<void(Item)>;
 
   /// Runs first on every worker thread the pool starts, before it takes an item (e.g. to set
-  /// the thread's scheduling policy). Must not throw; may be empty.
+  /// the thread's scheduling policy). May be empty. Must not throw: it runs outside the
+  /// handler's catch, so an exception ends the process (std::terminate).
   using OnStart = std::function<void()>;
 
   /// Starts `workers` threads. Throws std::invalid_argument for 0 workers, a 0 queue or an

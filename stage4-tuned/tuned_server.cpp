@@ -71,7 +71,7 @@ void become_batch_thread() noexcept {
   static std::once_flag logged;
   std::call_once(logged, [error] {
     log_line(std::string("SCHED_BATCH for a worker: ") + std::strerror(error) +
-             "; workers keep the default policy");
+             "; workers keep the policy they inherited");
   });
 }
 
