@@ -4,10 +4,10 @@
 // descriptors) in machine_limits.cpp.
 #include "tuned_server.h"
 
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 

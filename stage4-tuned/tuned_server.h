@@ -51,7 +51,8 @@ struct TunedConfig {
   std::size_t max_tunnels = 0;
   /// Run the workers under SCHED_BATCH: a worker woken by its origin's answer waits for the
   /// running thread's slice instead of preempting it (tuned_server.cpp, become_batch_thread);
-  /// false leaves them SCHED_OTHER, as stage 3's.
+  /// false leaves them the policy they inherit (SCHED_OTHER unless started under chrt(1)), as
+  /// stage 3's.
   bool batch_workers = true;
   /// Keep origin connections open between requests (ProxyOptions::origin_pool), within
   /// `origin_limits`; false sends every request on a new connection, as stages 1-3 do.
