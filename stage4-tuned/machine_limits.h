@@ -1,5 +1,6 @@
-// What this machine allows stage 4: how many workers its threads and memory can carry, and how
-// many connections its descriptor limit can. Read once at start-up.
+// What this machine allows stage 4: how many workers its threads and memory can carry, how
+// many connections its descriptor limit can, and how a worker thread is scheduled. Read (and
+// set) once at start-up and once per worker thread.
 #pragma once
 
 #include <cstddef>
@@ -26,5 +27,17 @@ struct DescriptorBudget {
 /// usual soft limit of 1024 is far below a server's needs), then shares it out. nullopt when the
 /// limit is unknown or unlimited. Changes the process's limit: call once, at start-up.
 std::optional<DescriptorBudget> descriptor_budget();
+
+/// The name every worker thread takes (top -H, ps -L, perf show it; the poller, the main thread,
+/// keeps the program's name, which pgrep and killall match). 15 bytes at most (pthread_setname_np).
+inline constexpr const char* kWorkerThreadName = "s4-worker";
+
+/// Runs first on each worker thread (ElasticPool's on_start): names it kWorkerThreadName and,
+/// when `batch`, moves it from the default policy (SCHED_OTHER) to SCHED_BATCH (sched(7);
+/// stage4-tuned/README.md, step 11). A thread started under a policy of its own choosing
+/// (chrt(1): SCHED_FIFO, SCHED_RR, SCHED_IDLE) keeps it. Never throws: a failure (EPERM under a
+/// seccomp or container policy) is logged once per process and the thread keeps its policy.
+/// Returns the policy the thread runs under afterwards (SCHED_OTHER, SCHED_BATCH, ...).
+int prepare_worker_thread(bool batch) noexcept;
 
 }  // namespace proxy

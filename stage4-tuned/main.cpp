@@ -95,7 +95,8 @@ void add_tuned_options(CLI::App& app, proxy::TunedConfig& config, std::string& w
                "By default they run under SCHED_BATCH: the same share of the CPU, but a worker "
                "woken by its origin's answer does not preempt the thread running, so a wave of "
                "answers from a slow origin cannot keep interrupting the poller and the rest of "
-               "the machine");
+               "the machine. Workers started under a policy of their own (chrt) keep it either "
+               "way");
   add_count_option(app, "--max-tunnels", config.max_tunnels,
                    "CONNECT tunnels open at once; past it a CONNECT gets 503 (tunnels). A tunnel "
                    "holds no worker: the tunnel thread relays it. 0: half of --max-connections",

@@ -4,8 +4,6 @@
 // descriptors) in machine_limits.cpp.
 #include "tuned_server.h"
 
-#include <pthread.h>
-#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -56,25 +54,6 @@ bool epoll_client(int epoll_fd, int op, int fd, std::uint32_t events) noexcept {
   return false;
 }
 
-// Runs first on every worker thread when TunedConfig::batch_workers is set. A worker sleeps
-// until its origin answers; under the default policy (SCHED_OTHER) the thread woken may
-// preempt the one running, so when hundreds of answers arrive together (every client waiting
-// on one slow origin) each woken worker cuts into whatever runs: the poller in the middle of
-// its batch of ready connections, the origin and the clients on the same machine in theirs.
-// SCHED_BATCH (sched(7)) keeps a worker's share of the CPU — its weight is its nice value's,
-// as before — but it preempts no one on waking: it runs when the running thread's slice ends.
-// stage4-tuned/README.md, step 11 ("Workers that wait their turn"), has the measurements.
-void become_batch_thread() noexcept {
-  sched_param param{};  // SCHED_BATCH takes static priority 0
-  const int error = ::pthread_setschedparam(::pthread_self(), SCHED_BATCH, &param);
-  if (error == 0) return;
-  static std::once_flag logged;
-  std::call_once(logged, [error] {
-    log_line(std::string("SCHED_BATCH for a worker: ") + std::strerror(error) +
-             "; workers keep the policy they inherited");
-  });
-}
-
 std::size_t initial_workers(const TunedConfig& config) {
   return config.workers_auto ? config.min_workers : config.workers;
 }
@@ -123,8 +102,7 @@ TunedServer::TunedServer(Server& server, const TunedConfig& config)
       shedder_(shedder_options(config)),
       tunnels_(server.stats(), server.config().proxy.tunnel_idle_timeout),
       pool_(initial_workers(config), config.queue, [this](Job job) { serve(std::move(job)); },
-            config.batch_workers ? ElasticPool<Job>::OnStart(become_batch_thread)
-                                 : ElasticPool<Job>::OnStart()) {
+            [batch = config.batch_workers] { prepare_worker_thread(batch); }) {
   options_.keep_alive = true;
   options_.drop_abandoned = true;
   options_.adopt_tunnel = [this](EstablishedTunnel tunnel) { tunnels_.adopt(std::move(tunnel)); };

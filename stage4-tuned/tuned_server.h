@@ -50,9 +50,9 @@ struct TunedConfig {
   /// descriptors and its relay buffers (not a worker). 0: half of max_connections.
   std::size_t max_tunnels = 0;
   /// Run the workers under SCHED_BATCH: a worker woken by its origin's answer waits for the
-  /// running thread's slice instead of preempting it (tuned_server.cpp, become_batch_thread);
-  /// false leaves them the policy they inherit (SCHED_OTHER unless started under chrt(1)), as
-  /// stage 3's.
+  /// running thread's slice instead of preempting it (machine_limits.h,
+  /// prepare_worker_thread); a policy chosen with chrt(1) is kept either way. False leaves them
+  /// the policy they inherit (SCHED_OTHER unless started under chrt), as stage 3's.
   bool batch_workers = true;
   /// Keep origin connections open between requests (ProxyOptions::origin_pool), within
   /// `origin_limits`; false sends every request on a new connection, as stages 1-3 do.

@@ -1,5 +1,6 @@
 #include "tunnel_relay.h"
 
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -89,6 +90,7 @@ void TunnelRelay::adopt(EstablishedTunnel tunnel) {
 }
 
 void TunnelRelay::run(std::stop_token stop) {
+  ::pthread_setname_np(::pthread_self(), kTunnelThreadName);  // for top -H, ps -L, perf
   std::array<epoll_event, 128> events;
   const int cancel = io_cancel_fd();
   while (!stop.stop_requested()) {

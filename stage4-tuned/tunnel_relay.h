@@ -21,6 +21,9 @@
 
 namespace proxy {
 
+/// The name the relay's thread takes (top -H, ps -L; 15 bytes at most).
+inline constexpr const char* kTunnelThreadName = "s4-tunnels";
+
 /// Relays adopted tunnels on one thread until destroyed. Thread-safety: adopt() and open()
 /// from any thread; construct and destroy on one.
 class TunnelRelay {

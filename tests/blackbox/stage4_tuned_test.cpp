@@ -286,6 +286,18 @@ std::map<pid_t, int> thread_policies(pid_t pid) {
   return policies;
 }
 
+// The name of each thread of process `pid` (/proc/PID/task/TID/comm), by thread id.
+std::map<pid_t, std::string> thread_names(pid_t pid) {
+  std::map<pid_t, std::string> names;
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  for (const auto& entry : std::filesystem::directory_iterator(tasks)) {
+    std::ifstream file(entry.path() / "comm");
+    std::string name;
+    if (std::getline(file, name)) names[std::stoi(entry.path().filename().string())] = name;
+  }
+  return names;
+}
+
 TEST_P(TunedStage, RunsItsWorkersUnderSchedBatchAndThePollerUnderTheDefaultPolicy) {
   auto batch_threads = [](const std::map<pid_t, int>& policies) {
     return std::count_if(policies.begin(), policies.end(),
@@ -298,6 +310,18 @@ TEST_P(TunedStage, RunsItsWorkersUnderSchedBatchAndThePollerUnderTheDefaultPolic
   std::map<pid_t, int> policies = thread_policies(pid);
   ASSERT_TRUE(policies.count(pid));
   EXPECT_EQ(policies[pid], SCHED_OTHER) << "the poller (the main thread) keeps the default policy";
+  // Named for top -H and ps -L: the workers are the SCHED_BATCH threads, and no other thread
+  // (the poller least of all: pgrep and killall match its name) takes their name.
+  const std::map<pid_t, std::string> names = thread_names(pid);
+  for (const auto& [tid, policy] : policies) {
+    if (!names.count(tid)) continue;  // ended between the two reads
+    EXPECT_EQ(names.at(tid) == "s4-worker", policy == SCHED_BATCH)
+        << "thread " << tid << " is named " << names.at(tid) << " under policy " << policy;
+  }
+  EXPECT_EQ(std::count_if(names.begin(), names.end(),
+                          [](const auto& entry) { return entry.second == "s4-tunnels"; }),
+            1)
+      << "the tunnel relay's thread";
   EXPECT_EQ(fetch(proxy_port(), origin_url("/bytes/10"), kDeadline).status, 200);
   stage_.reset();
 

@@ -1,0 +1,81 @@
+// prepare_worker_thread (stage4-tuned/machine_limits.h): what each of stage 4's worker threads
+// does first — takes its name, and SCHED_BATCH unless it was started under a policy of its own.
+// Each case runs on a thread of its own, since it changes the calling thread's policy.
+#include <gtest/gtest.h>
+
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "machine_limits.h"
+
+namespace proxy {
+namespace {
+
+struct Seen {
+  int returned = -1;  // what prepare_worker_thread said
+  int policy = -1;    // what the kernel says afterwards
+  std::string name;   // /proc/self/task/TID/comm afterwards
+};
+
+// Runs prepare_worker_thread(batch) on a new thread, first moved to `start_policy` (as chrt(1)
+// would have started it), and reports what the thread then runs under.
+Seen on_new_thread(bool batch, int start_policy) {
+  Seen seen;
+  std::thread([&] {
+    if (start_policy != SCHED_OTHER) {
+      sched_param zero{};
+      if (::pthread_setschedparam(::pthread_self(), start_policy, &zero) != 0) return;
+    }
+    seen.returned = prepare_worker_thread(batch);
+    sched_param param{};
+    ::pthread_getschedparam(::pthread_self(), &seen.policy, &param);
+    seen.policy &= ~SCHED_RESET_ON_FORK;
+    std::ifstream comm("/proc/self/task/" + std::to_string(::syscall(SYS_gettid)) + "/comm");
+    std::getline(comm, seen.name);
+  }).join();
+  return seen;
+}
+
+// The cases below start from the default policy; a test run under chrt(1) cannot.
+bool runs_under_default_policy() {
+  int policy = -1;
+  sched_param param{};
+  ::pthread_getschedparam(::pthread_self(), &policy, &param);
+  return (policy & ~SCHED_RESET_ON_FORK) == SCHED_OTHER;
+}
+
+TEST(WorkerThread, MovesFromTheDefaultPolicyToSchedBatchAndTakesItsName) {
+  if (!runs_under_default_policy()) GTEST_SKIP() << "this test runs under chrt";
+  const Seen seen = on_new_thread(true, SCHED_OTHER);
+  EXPECT_EQ(seen.returned, SCHED_BATCH);
+  EXPECT_EQ(seen.policy, SCHED_BATCH);
+  EXPECT_EQ(seen.name, kWorkerThreadName);
+}
+
+TEST(WorkerThread, KeepsTheDefaultPolicyWhenBatchIsOff) {
+  if (!runs_under_default_policy()) GTEST_SKIP() << "this test runs under chrt";
+  const Seen seen = on_new_thread(false, SCHED_OTHER);
+  EXPECT_EQ(seen.returned, SCHED_OTHER);
+  EXPECT_EQ(seen.policy, SCHED_OTHER);
+  EXPECT_EQ(seen.name, kWorkerThreadName);
+}
+
+// chrt --idle: a policy whoever started the proxy chose (SCHED_IDLE needs no privilege, unlike
+// SCHED_FIFO, so a test can choose it; the rule is the same for all three).
+TEST(WorkerThread, KeepsAPolicyItWasStartedUnder) {
+  if (!runs_under_default_policy()) GTEST_SKIP() << "this test runs under chrt";
+  const Seen seen = on_new_thread(true, SCHED_IDLE);
+  ASSERT_NE(seen.returned, -1) << "the thread could not take SCHED_IDLE to begin with";
+  EXPECT_EQ(seen.returned, SCHED_IDLE);
+  EXPECT_EQ(seen.policy, SCHED_IDLE) << "moved from the policy it was started under";
+  EXPECT_EQ(seen.name, kWorkerThreadName);
+}
+
+}  // namespace
+}  // namespace proxy
