@@ -92,7 +92,18 @@ int prepare_worker_thread(bool batch) noexcept {
   ::pthread_setname_np(::pthread_self(), kWorkerThreadName);
   int policy = SCHED_OTHER;
   sched_param param{};
-  if (::pthread_getschedparam(::pthread_self(), &policy, &param) != 0) return SCHED_OTHER;
+  static std::once_flag failure_logged;  // shared: a failure is said once per process
+  if (::pthread_getschedparam(::pthread_self(), &policy, &param) != 0) {
+    // Unread, the policy may be one chosen with chrt: it stays, and the log says why the
+    // workers are not under SCHED_BATCH (glibc's result here is not an errno).
+    if (batch) {
+      std::call_once(failure_logged, [] {
+        log_line("a worker's scheduling policy could not be read (pthread_getschedparam); "
+                 "workers keep the policy they inherited");
+      });
+    }
+    return SCHED_OTHER;
+  }
   policy &= ~SCHED_RESET_ON_FORK;  // a flag the kernel may report with the policy
   if (!batch || policy != SCHED_OTHER) {
     if (batch && policy != SCHED_BATCH) {
@@ -107,8 +118,7 @@ int prepare_worker_thread(bool batch) noexcept {
   sched_param batch_param{};  // SCHED_BATCH takes static priority 0
   const int error = ::pthread_setschedparam(::pthread_self(), SCHED_BATCH, &batch_param);
   if (error == 0) return SCHED_BATCH;
-  static std::once_flag logged;
-  std::call_once(logged, [error] {
+  std::call_once(failure_logged, [error] {
     log_line(std::string("SCHED_BATCH for a worker: ") + std::strerror(error) +
              "; workers keep the policy they inherited");
   });
