@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <string>
+#include <vector>
 
 #include "tuned_stage.h"
 
@@ -298,30 +300,45 @@ std::map<pid_t, std::string> thread_names(pid_t pid) {
   return names;
 }
 
+// The name the kernel gives process `stage` when the fixture starts it: its program file's
+// name (the emulator's under make cross-check), cut to 15 bytes (proc(5), /proc/PID/comm).
+std::string process_name(const std::string& stage) {
+  const std::vector<std::string> emulator = harness::emulator_for(binary_path(stage));
+  const std::string program = emulator.empty() ? stage : emulator.front();
+  return std::filesystem::path(program).filename().string().substr(0, 15);
+}
+
 TEST_P(TunedStage, RunsItsWorkersUnderSchedBatchAndThePollerUnderTheDefaultPolicy) {
   auto batch_threads = [](const std::map<pid_t, int>& policies) {
     return std::count_if(policies.begin(), policies.end(),
                          [&](const auto& entry) { return entry.second == SCHED_BATCH; });
   };
+  auto relay_named = [](const std::map<pid_t, std::string>& names) {
+    return std::count_if(names.begin(), names.end(),
+                         [](const auto& entry) { return entry.second == "s4-tunnels"; }) == 1;
+  };
   start_stage({"--workers", "3"});
   const pid_t pid = stage_->pid();
-  EXPECT_TRUE(wait_until([&] { return batch_threads(thread_policies(pid)) == 3; }, kDeadline))
-      << "not every worker runs under SCHED_BATCH";
+  // The relay names its own thread when it first runs, which may come after the workers'.
+  EXPECT_TRUE(wait_until(
+      [&] { return batch_threads(thread_policies(pid)) == 3 && relay_named(thread_names(pid)); },
+      kDeadline))
+      << "not every worker runs under SCHED_BATCH, or the tunnel relay's thread is unnamed";
   std::map<pid_t, int> policies = thread_policies(pid);
   ASSERT_TRUE(policies.count(pid));
   EXPECT_EQ(policies[pid], SCHED_OTHER) << "the poller (the main thread) keeps the default policy";
   // Named for top -H and ps -L: the workers are the SCHED_BATCH threads, and no other thread
   // (the poller least of all: pgrep and killall match its name) takes their name.
   const std::map<pid_t, std::string> names = thread_names(pid);
+  ASSERT_TRUE(names.count(pid));
+  EXPECT_EQ(names.at(pid), process_name(GetParam()))
+      << "the poller took a name of its own: pgrep -x and killall match the program's";
   for (const auto& [tid, policy] : policies) {
     if (!names.count(tid)) continue;  // ended between the two reads
     EXPECT_EQ(names.at(tid) == "s4-worker", policy == SCHED_BATCH)
         << "thread " << tid << " is named " << names.at(tid) << " under policy " << policy;
   }
-  EXPECT_EQ(std::count_if(names.begin(), names.end(),
-                          [](const auto& entry) { return entry.second == "s4-tunnels"; }),
-            1)
-      << "the tunnel relay's thread";
+  EXPECT_TRUE(relay_named(names)) << "the tunnel relay's thread";
   EXPECT_EQ(fetch(proxy_port(), origin_url("/bytes/10"), kDeadline).status, 200);
   stage_.reset();
 
