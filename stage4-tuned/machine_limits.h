@@ -35,9 +35,11 @@ inline constexpr const char* kWorkerThreadName = "s4-worker";
 /// Runs first on each worker thread (ElasticPool's on_start): names it kWorkerThreadName and,
 /// when `batch`, moves it from the default policy (SCHED_OTHER) to SCHED_BATCH (sched(7);
 /// stage4-tuned/README.md, step 11). A thread started under a policy of its own choosing
-/// (chrt(1): SCHED_FIFO, SCHED_RR, SCHED_IDLE) keeps it. Never throws: a failure (EPERM under a
-/// seccomp or container policy) is logged once per process and the thread keeps its policy.
-/// Returns the policy the thread runs under afterwards (SCHED_OTHER, SCHED_BATCH, ...).
+/// (chrt(1): SCHED_FIFO, SCHED_RR, SCHED_IDLE) keeps it; under chrt -R (SCHED_RESET_ON_FORK)
+/// the kernel starts each new thread under SCHED_OTHER, so the workers take SCHED_BATCH. Never
+/// throws: a failure to read or set the policy (EPERM under a seccomp or container policy) is
+/// logged once per process and the thread keeps its policy. Returns the policy the thread runs
+/// under afterwards (SCHED_OTHER, SCHED_BATCH, ...; SCHED_OTHER when it could not be read).
 int prepare_worker_thread(bool batch) noexcept;
 
 }  // namespace proxy
