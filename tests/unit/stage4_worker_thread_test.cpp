@@ -59,20 +59,15 @@ bool runs_under_default_policy() {
   return (policy & ~SCHED_RESET_ON_FORK) == SCHED_OTHER;
 }
 
-TEST(WorkerThread, MovesFromTheDefaultPolicyToSchedBatchAndTakesItsName) {
+TEST(WorkerThread, LeavesTheDefaultPolicyForSchedBatchOnlyWhenAskedAndIsNamedEitherWay) {
   if (!runs_under_default_policy()) GTEST_SKIP() << "this test runs under chrt";
-  const Seen seen = on_new_thread(true, SCHED_OTHER);
-  EXPECT_EQ(seen.returned, SCHED_BATCH);
-  EXPECT_EQ(seen.policy, SCHED_BATCH);
-  EXPECT_EQ(seen.name, kWorkerThreadName);
-}
-
-TEST(WorkerThread, KeepsTheDefaultPolicyWhenBatchIsOff) {
-  if (!runs_under_default_policy()) GTEST_SKIP() << "this test runs under chrt";
-  const Seen seen = on_new_thread(false, SCHED_OTHER);
-  EXPECT_EQ(seen.returned, SCHED_OTHER);
-  EXPECT_EQ(seen.policy, SCHED_OTHER);
-  EXPECT_EQ(seen.name, kWorkerThreadName);
+  for (const bool batch : {true, false}) {
+    const Seen seen = on_new_thread(batch, SCHED_OTHER);
+    const int expected = batch ? SCHED_BATCH : SCHED_OTHER;
+    EXPECT_EQ(seen.returned, expected) << "batch " << batch;
+    EXPECT_EQ(seen.policy, expected) << "batch " << batch;
+    EXPECT_EQ(seen.name, kWorkerThreadName) << "batch " << batch;
+  }
 }
 
 // chrt --idle: a policy whoever started the proxy chose (SCHED_IDLE needs no privilege, unlike
