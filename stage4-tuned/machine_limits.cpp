@@ -98,8 +98,9 @@ int prepare_worker_thread(bool batch) noexcept {
     // workers are not under SCHED_BATCH (glibc's result here is not an errno).
     if (batch) {
       std::call_once(failure_logged, [] {
-        log_line("a worker's scheduling policy could not be read (pthread_getschedparam); "
-                 "workers keep the policy they inherited");
+        log_line(
+            "a worker's scheduling policy could not be read (pthread_getschedparam); "
+            "workers keep the policy they inherited");
       });
     }
     return SCHED_OTHER;

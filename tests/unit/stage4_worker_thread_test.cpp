@@ -117,8 +117,7 @@ class WorkerThreadLog : public ::testing::Test {
 // afterwards, as a container's seccomp policy may (seccomp(2), SECCOMP_RET_ERRNO). The filter
 // reads only the number: it is for this program's own native calls. False when refused.
 bool refuse_syscalls(std::initializer_list<long> numbers) {
-  std::vector<sock_filter> filter{
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr))};
+  std::vector<sock_filter> filter{BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr))};
   for (const long number : numbers) {
     filter.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<__u32>(number), 0, 1));
     filter.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM));
@@ -130,7 +129,9 @@ bool refuse_syscalls(std::initializer_list<long> numbers) {
 }
 
 // Whether this process may install a seccomp filter (qemu-user refuses: it needs every syscall).
-bool seccomp_available() { return ::prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0; }
+bool seccomp_available() {
+  return ::prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0;
+}
 
 // chrt --idle: every worker keeps it, and the log says so once, not once per worker.
 TEST_F(WorkerThreadLog, SaysOnceThatWorkersKeepThePolicyTheyWereStartedUnder) {
@@ -142,8 +143,8 @@ TEST_F(WorkerThreadLog, SaysOnceThatWorkersKeepThePolicyTheyWereStartedUnder) {
 // chrt --batch: the workers are where they would have been moved; nothing to say.
 TEST_F(WorkerThreadLog, SaysNothingWhenStartedUnderSchedBatch) {
   if (!runs_under_default_policy()) GTEST_SKIP() << "this test runs under chrt";
-  EXPECT_EXIT(prepare_three_and_exit(true, SCHED_BATCH, SCHED_BATCH),
-              ::testing::ExitedWithCode(0), ::testing::Not(::testing::HasSubstr("policy")));
+  EXPECT_EXIT(prepare_three_and_exit(true, SCHED_BATCH, SCHED_BATCH), ::testing::ExitedWithCode(0),
+              ::testing::Not(::testing::HasSubstr("policy")));
 }
 
 TEST_F(WorkerThreadLog, SaysOnceWhenSchedBatchIsRefused) {
