@@ -45,6 +45,14 @@ grader=$(cd "$(dirname "$grader")" && pwd)/$(basename "$grader")
 gradebook=$(cd "$(dirname "$gradebook")" && pwd)/$(basename "$gradebook")
 mkdir -p "$out/.slots" "$out/.claims" "$out/.failed"
 out=$(cd "$out" && pwd)
+# One run per output folder: a second would clear this one's claims (below) and grade its
+# submissions beside it. The lock is this script's and its slots' (the graders close it), and
+# the kernel lets go of it when they end, however they end (flock(1)).
+exec 9> "$out/.lock"
+if ! flock -n 9; then
+  echo "grade-all: another grade-all run is writing to $out; let it finish, or stop it first" >&2
+  exit 2
+fi
 # Claims of an interrupted run, and the failures of the last one: those submissions are graded
 # again.
 rm -rf "${out:?}/.claims"/* "${out:?}/.failed"/*
@@ -107,7 +115,7 @@ slot() {
     # In the background, so that the trap above runs at once; env gives it back the Ctrl-C
     # (SIGINT, SIGQUIT) a background command of a script ignores, for the programs it starts.
     env --default-signal=INT,QUIT "$grader" --submission "$src" --build-dir "$build" \
-      --out "$out/.partial-$name" "${mode_args[@]}" "${extra[@]}" > "$out/.partial-$name/grader.log" 2>&1 &
+      --out "$out/.partial-$name" "${mode_args[@]}" "${extra[@]}" > "$out/.partial-$name/grader.log" 2>&1 9>&- &
     grading=$!
     wait "$grading" || true  # returns at once on TERM, for the trap above
     grading=""

@@ -153,6 +153,16 @@ bash "$source_dir/grader/grade-all.sh" --submissions "$held" --out "$work/held-o
 main=$!
 for _ in $(seq 200); do [ -s "$GRADE_ALL_TEST_LOG.held" ] && break; sleep 0.1; done  # 20 s deadline
 held_pid=$(cat "$GRADE_ALL_TEST_LOG.held")
+# A second run on the same output folder meanwhile: refused, and the first left as it was (it
+# would have cleared the first's claims and graded h2 beside it).
+rc=0
+# (timeout: a second run let in would wait on its own held grader)
+timeout 30 bash "$source_dir/grader/grade-all.sh" --submissions "$held" --out "$work/held-out" \
+  --grader "$grader" --gradebook "$gradebook" --lab 3 --jobs 2 > "$work/second.out" 2>&1 || rc=$?
+check "two runs, one folder: the second is refused" test "$rc" = 2
+check "two runs, one folder: and says why" grep -q "another grade-all run is writing to" "$work/second.out"
+check "two runs, one folder: the first's claim and grader untouched" \
+  bash -c "test -d '$work/held-out/.claims/h2' && kill -0 $held_pid && test \$(grep -c '^graded h2' '$GRADE_ALL_TEST_LOG') = 1"
 kill -TERM "$main"
 rc=0
 wait "$main" || rc=$?
