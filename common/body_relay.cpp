@@ -11,12 +11,16 @@ constexpr std::size_t kBufferBytes = 64 * 1024;
 
 // Writes `decoded` to the sink's socket, as a chunk when the sink re-frames.
 bool write_piece(const BodySink& sink, std::string& decoded, Millis write_timeout) {
-  if (decoded.empty() || sink.socket == nullptr) return true;
+  if (decoded.empty() || (sink.socket == nullptr && sink.out == nullptr)) return true;
   if (sink.encode_chunked) {
     char size_line[32];
     int n = std::snprintf(size_line, sizeof size_line, "%zx\r\n", decoded.size());
     decoded.insert(0, size_line, static_cast<std::size_t>(n));
     decoded.append("\r\n");
+  }
+  if (sink.out != nullptr) {
+    sink.out->append(decoded);
+    return true;
   }
   return sink.socket->write_all(decoded, write_timeout).status == IoStatus::ok;
 }

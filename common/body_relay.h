@@ -15,6 +15,8 @@ namespace proxy {
 /// Where relay_body writes what it decodes.
 struct BodySink {
   const Socket* socket = nullptr;  ///< null: decode only (discard)
+  /// When set, written pieces are appended here instead of to `socket` (Context::out).
+  std::string* out = nullptr;
   bool encode_chunked = false;     ///< re-frame each piece as a chunk (RFC 9112 §7.1)
   std::string* capture = nullptr;  ///< also keep the decoded body here, while it may be stored;
                                    ///< reset to null once the body outgrows capture_limit

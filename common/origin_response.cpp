@@ -11,8 +11,6 @@
 namespace proxy {
 namespace {
 
-constexpr std::size_t kMaxResponseHead = 64 * 1024;
-
 // Relays an interim 1xx response to an HTTP/1.1 client (RFC 9110 §15.2: a proxy forwards them,
 // but never to HTTP/1.0). A 100 is dropped when we answered the client's Expect ourselves.
 bool relay_interim(Context& ctx, const ResponseHead& head) {
@@ -68,8 +66,7 @@ HeadRead read_head_once(Context& ctx, const Socket& origin, std::string& buffer,
         any_byte = true;
         break;
       case IoStatus::timeout:
-        reply_error(ctx, 504, "origin did not answer within " +
-                                  std::to_string(ctx.options.origin_timeout.count()) + " ms");
+        reply_origin_timeout(ctx);
         return HeadRead::answered;
       case IoStatus::cancelled:
         if (ctx.options.drop_abandoned) {
@@ -161,6 +158,11 @@ void finish_origin(Context& ctx, OriginConnection origin) {
     ctx.options.origin_pool->release(origin.host, origin.port, std::move(origin.socket));
   }
   // Otherwise the connection closes here, with `origin`.
+}
+
+void reply_origin_timeout(Context& ctx) {
+  reply_error(ctx, 504, "origin did not answer within " +
+                            std::to_string(ctx.options.origin_timeout.count()) + " ms");
 }
 
 std::optional<Socket> connect_to_origin(Context& ctx, const std::string& host, std::uint16_t port) {

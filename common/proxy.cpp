@@ -35,9 +35,6 @@ std::optional<OriginConnection> fetch_from_origin(Context& ctx, const Request& r
                                                   const AbsoluteUri& uri,
                                                   const BodyFraming& framing,
                                                   std::string_view buffered_body);
-bool relay_response(Context& ctx, OriginConnection& origin, const Request& request,
-                    const std::string& key, bool may_store, Cache& cache);
-
 // Helpers, defined last.
 bool may_send_late_body(const ResponseHead& head, std::string_view method);
 bool is_forwarded_method(std::string_view method);
@@ -91,6 +88,10 @@ bool serve_request(ClientConnection& connection, Cache& cache, const ProxyOption
   } else if (!refuse_unsupported(ctx, request, uri, body.has_value())) {
     orderly = serve_http(ctx, cache, request, *uri, *body, after_head);
   }
+  return end_request(client, ctx, orderly);
+}
+
+bool end_request(Socket& client, const Context& ctx, bool orderly) {
   if (!orderly) {
     client.reset();  // a reset, not a FIN: the client must not take a cut body as whole
     return false;
@@ -222,7 +223,7 @@ bool serve_http(Context& ctx, Cache& cache, const Request& request, const Absolu
   }
   // Only a GET's response is stored, and not one with a body: the entry is not keyed by it.
   const bool may_store = get && body.kind == BodyKind::none && rules.may_store;
-  const bool orderly = relay_response(ctx, *origin, request, key, may_store, cache);
+  const bool orderly = relay_response(ctx, *origin, request, key, may_store, cache, {});
   finish_origin(ctx, std::move(*origin));  // back to the origin pool, when it may carry more
   return orderly;
 }
@@ -236,15 +237,8 @@ std::optional<OriginConnection> fetch_from_origin(Context& ctx, const Request& r
                                                   std::string_view buffered_body) {
   RequestBody body;
   if (!read_request_body(ctx, request, framing, buffered_body, body)) return std::nullopt;
-  std::string fields = via_field(ctx, request.version_minor);
-  fields.resize(fields.size() - 2);  // build_origin_request adds the CRLF
-  if (std::string framing_field = body.framing_field(request); !framing_field.empty()) {
-    fields += "\r\n" + framing_field;
-  }
-  std::string out = build_origin_request(request, uri, fields);
-  // With a pool, the request leaves the connection open (stages 1-3 close it after one).
-  const bool keep_open = ctx.options.origin_pool != nullptr && keep_origin_connection_open(out);
-  out += body.first_bytes();
+  bool keep_open = false;
+  std::string out = origin_request_bytes(ctx, request, uri, body, keep_open);
   // A request that may not be sent twice never goes out on a kept connection, which the origin
   // may be closing just then: it takes a new one (and may leave it in the pool afterwards).
   std::optional<OriginConnection> origin =
@@ -261,6 +255,24 @@ std::optional<OriginConnection> fetch_from_origin(Context& ctx, const Request& r
   return origin;
 }
 
+}  // namespace
+
+std::string origin_request_bytes(const Context& ctx, const Request& request,
+                                 const AbsoluteUri& uri, const RequestBody& body,
+                                 bool& keep_open) {
+  std::string fields = via_field(ctx, request.version_minor);
+  fields.resize(fields.size() - 2);  // build_origin_request adds the CRLF
+  if (std::string framing_field = body.framing_field(request); !framing_field.empty()) {
+    fields += "\r\n" + framing_field;
+  }
+  std::string out = build_origin_request(request, uri, fields);
+  // With a pool, the request leaves the connection open (stages 1-3 close it after one).
+  keep_open = ctx.options.origin_pool != nullptr && keep_origin_connection_open(out);
+  return out + body.first_bytes();
+}
+
+namespace {
+
 // Sends the response head: the stored head plus this hop's Age, framing, Via, Connection and
 // X-Cache. Returns false (the connection then ends) when the client went away.
 bool send_response_head(Context& ctx, const ResponseHead& head, const std::string& stored_head,
@@ -273,7 +285,7 @@ bool send_response_head(Context& ctx, const ResponseHead& head, const std::strin
     sent_head += "Transfer-Encoding: chunked\r\n";
   }
   sent_head += via_field(ctx, head.version_minor) + connection_field(ctx) + "X-Cache: MISS\r\n\r\n";
-  if (ctx.client.write_all(sent_head, ctx.options.write_timeout).status != IoStatus::ok) {
+  if (send_to_client(ctx, sent_head) != IoStatus::ok) {
     log_failure(ctx, "client went away before the response head was sent");
     ctx.persistent = false;
     return false;
@@ -306,14 +318,12 @@ bool report_cut(Context& ctx, BodyOutcome outcome, bool client_sees_cut) {
   return client_sees_cut;
 }
 
-// Relays the origin's response to the client — head, then body, streamed — and stores it when
-// it is complete and cacheable (`may_store` is false when the request rules storing out).
-// Returns false when the response was cut after its head went out and the client, reading a
-// body that ends at close, could not tell a cut from the end: the caller then resets the
-// connection instead of closing it.
+}  // namespace
+
+// Relays the origin's response (transaction.h): `buffer` may arrive holding its first bytes,
+// read by stage 4's poller.
 bool relay_response(Context& ctx, OriginConnection& origin, const Request& request,
-                    const std::string& key, bool may_store, Cache& cache) {
-  std::string buffer;
+                    const std::string& key, bool may_store, Cache& cache, std::string buffer) {
   ResponseHead head;
   std::size_t head_bytes = 0;
   if (!read_response_head(ctx, origin, buffer, head, head_bytes)) {
@@ -363,6 +373,7 @@ bool relay_response(Context& ctx, OriginConnection& origin, const Request& reque
   std::string captured;
   BodySink sink;
   sink.socket = &ctx.client;
+  sink.out = ctx.out;
   sink.encode_chunked = chunked_to_client;
   sink.capture = entry ? &captured : nullptr;
   sink.capture_limit = entry ? object_limit - entry_bytes(key, *entry) : 0;
@@ -386,12 +397,14 @@ bool relay_response(Context& ctx, OriginConnection& origin, const Request& reque
   }
   if (!write_held(sink, ctx.options.write_timeout) ||
       (chunked_to_client &&
-       ctx.client.write_all("0\r\n\r\n", ctx.options.write_timeout).status != IoStatus::ok)) {
+       send_to_client(ctx, "0\r\n\r\n") != IoStatus::ok)) {
     return true;
   }
   ctx.persistent = persistent;
   return true;
 }
+
+namespace {
 
 // ---- Helpers ----
 

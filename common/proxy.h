@@ -121,6 +121,15 @@ enum class HitOutcome {
   failed        ///< the client's socket failed mid-answer: close the connection
 };
 
+/// A miss stage 4's poller has sent to its origin and waits on without a thread (proxy.h,
+/// start_miss_now; defined in serve_miss_now.cpp). Owned by one thread at a time.
+struct MissInFlight;
+/// Destroying a MissInFlight closes its origin connection (never given back to the pool).
+struct MissInFlightDeleter {
+  void operator()(MissInFlight* miss) const noexcept;
+};
+using PendingMiss = std::unique_ptr<MissInFlight, MissInFlightDeleter>;
+
 /// A client connection that may carry several requests: the socket, the peer's address (taken
 /// once: a reset peer has none later) and request bytes read past the last request (the next
 /// pipelined request, RFC 9112 §9.3.2). Move-only; owned by one thread at a time.
@@ -154,6 +163,13 @@ class ClientConnection {
   friend bool serve_request(ClientConnection&, Cache&, const ProxyOptions&, ProxyStats&);
   friend HitOutcome serve_hit_now(ClientConnection&, std::string&, Cache&, const ProxyOptions&,
                                   ProxyStats&);
+  friend PendingMiss start_miss_now(ClientConnection&, std::string&, const ProxyOptions&,
+                                    ProxyStats&);
+  friend HitOutcome complete_miss_now(ClientConnection&, PendingMiss, Cache&, const ProxyOptions&,
+                                      ProxyStats&);
+  friend bool finish_miss(ClientConnection&, PendingMiss, Cache&, const ProxyOptions&,
+                          ProxyStats&, bool);
+  friend void drop_miss(ClientConnection&, PendingMiss, const ProxyOptions&, ProxyStats&);
   Socket socket_;
   std::string peer_;
   std::string buffered_;
@@ -187,6 +203,57 @@ bool serve_request(ClientConnection& connection, Cache& cache, const ProxyOption
 /// Thread-safety: as serve_request.
 HitOutcome serve_hit_now(ClientConnection& connection, std::string& head, Cache& cache,
                          const ProxyOptions& options, ProxyStats& stats);
+
+// ---- A miss without a thread (serve_miss_now.cpp), for stage 4's poller ----
+// A miss spends nearly all its time waiting for the origin. On a thread that blocks, that wait
+// costs a thread, and the origin's answer costs a wake-up of it; the poller instead sends the
+// request, waits in epoll with everything else, and relays an answer that has arrived whole.
+
+/// Sends the request at the front of `head` to its origin, on a kept connection from
+/// options.origin_pool and without blocking, when serve_hit_now has just returned not_served
+/// for it as a plain miss: a GET that serve_hit_now's conditions let through (no body, one
+/// Host, a persistent connection, http://), for which the cache holds no response at all, and
+/// not only-if-cached. The request's bytes then leave `head`, the counters move as
+/// serve_request's would, and the poller waits for origin_fd() to be readable. Returns null and
+/// leaves everything as it was for any other request, when no kept connection is idle (a
+/// connect may block: a worker makes it), or when the origin's socket did not take the request
+/// at once. Thread-safety: as serve_request.
+PendingMiss start_miss_now(ClientConnection& connection, std::string& head,
+                           const ProxyOptions& options, ProxyStats& stats);
+
+/// The origin connection a miss waits on, for epoll.
+int origin_fd(const MissInFlight& miss) noexcept;
+
+/// What read_miss_now found.
+enum class MissRead {
+  waiting,      ///< the response head has not all arrived: wait for the origin again
+  whole,        ///< the whole response is here: complete_miss_now
+  needs_worker  ///< anything else (a body still arriving, the origin closed or sent what a
+                ///< worker must judge: 1xx, malformed, close-delimited, large): finish_miss
+};
+
+/// Reads what the origin has sent, never blocking, and says what to do next. `progressed` is
+/// set when a byte arrived (the origin timeout runs from the last one).
+MissRead read_miss_now(MissInFlight& miss, bool& progressed);
+
+/// Relays a response read_miss_now found whole, as serve_request would (stored when it may be;
+/// the origin connection back to the pool), sending it without blocking: served, partly_sent
+/// (send_unsent() the rest) or failed (close the connection), as serve_hit_now.
+HitOutcome complete_miss_now(ClientConnection& connection, PendingMiss miss, Cache& cache,
+                             const ProxyOptions& options, ProxyStats& stats);
+
+/// Goes on with a miss on a worker, blocking, exactly as serve_request would have from the
+/// moment its request went out (a kept connection the origin closed is retried once, 502, a streamed body);
+/// `origin_timed_out` when the poller waited options.origin_timeout for a byte in vain: 504.
+/// Returns as serve_request.
+bool finish_miss(ClientConnection& connection, PendingMiss miss, Cache& cache,
+                 const ProxyOptions& options, ProxyStats& stats, bool origin_timed_out);
+
+/// The client hung up while its miss waited on the origin: the origin request is dropped
+/// (nothing stored; the connection is closed, not pooled) and a line logged, as a worker does
+/// with options.drop_abandoned. The caller closes the client.
+void drop_miss(ClientConnection& connection, PendingMiss miss, const ProxyOptions& options,
+               ProxyStats& stats);
 
 /// Serves one client connection: serve_request until the connection closes. With
 /// options.keep_alive false (stages 1-3) that is one request, one response, then close

@@ -17,7 +17,15 @@ void reply_error(Context& ctx, int status, std::string_view detail) {
                          // Our own overload: the client may retry (RFC 9110 §10.2.3).
                          (status == 503 ? "\r\nRetry-After: 1" : "") +
                          "\r\nConnection: close\r\nX-Cache: MISS\r\n\r\n" + body;
-  ctx.client.write_all(response, ctx.options.write_timeout);
+  send_to_client(ctx, response);
+}
+
+IoStatus send_to_client(Context& ctx, std::string_view bytes) {
+  if (ctx.out != nullptr) {
+    ctx.out->append(bytes);
+    return IoStatus::ok;
+  }
+  return ctx.client.write_all(bytes, ctx.options.write_timeout).status;
 }
 
 std::string metrics_response(const Context& ctx, const std::string& text) {

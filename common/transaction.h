@@ -14,6 +14,7 @@
 #include "http_message.h"
 #include "proxy.h"
 #include "socket.h"
+#include "uri.h"
 
 namespace proxy {
 
@@ -37,7 +38,15 @@ struct Context {
   bool sent_continue = false;  ///< we answered the client's Expect: 100-continue ourselves
   /// The lookup serve_hit_now already made for this request, if it made one.
   std::optional<CacheLookup> looked_up{};
+  /// When set, what goes to the client is appended here instead of written to `client`
+  /// (send_to_client): stage 4's poller relays a whole response this way, then sends it
+  /// without blocking (complete_miss_now).
+  std::string* out = nullptr;
 };
+
+/// Writes `bytes` to the client, or appends them to ctx.out when set. Returns ok, or how the
+/// write failed (Socket::write_all, within ctx.options.write_timeout).
+IoStatus send_to_client(Context& ctx, std::string_view bytes);
 
 /// The origin connection one request went out on (ProxyOptions::origin_pool): whether it was a
 /// kept one, and what sending the request again on a new connection would need. Owned by the
@@ -62,6 +71,8 @@ struct OriginConnection {
 /// A stored response up to this size goes out in one write with its head (send_cached,
 /// serve_hit_now): bytes.
 inline constexpr std::size_t kOneWriteBytes = 64 * 1024;
+/// The longest response head the proxy reads from an origin, in bytes; past it, 502.
+inline constexpr std::size_t kMaxResponseHead = 64 * 1024;
 
 /// RFC 9112 §9.3: whether the client wants its connection kept after this request — HTTP/1.1
 /// unless it says close, HTTP/1.0 only with `Connection: keep-alive` (proxy.cpp).
@@ -113,6 +124,9 @@ bool read_response_head(Context& ctx, OriginConnection& origin, std::string& buf
 /// Gives a connection back to ctx.options.origin_pool when its response left it reusable, and
 /// closes it otherwise.
 void finish_origin(Context& ctx, OriginConnection origin);
+/// Answers 504: the origin sent no response head within ctx.options.origin_timeout.
+void reply_origin_timeout(Context& ctx);
+
 
 // ---- Caching steps, RFC 9111 (caching.cpp; the rules are in http_cache_rules.h) ----
 
@@ -173,5 +187,26 @@ bool stream_request_body(Context& ctx, Socket& origin, RequestBody& body);
 /// the tunnel was cut (reset, shutdown): the caller then resets the client.
 bool serve_connect(Context& ctx, Socket& client, const Request& request,
                    std::string_view early_bytes);
+
+// ---- The transaction's steps that other files resume (proxy.cpp) ----
+
+/// The request as it goes to the origin: rewritten (rewrite.h) with this hop's Via and the
+/// body's framing field, then the body's first bytes. `keep_open` says whether it leaves the
+/// connection open for the origin pool (only when ctx.options.origin_pool is set).
+std::string origin_request_bytes(const Context& ctx, const Request& request,
+                                 const AbsoluteUri& uri, const RequestBody& body,
+                                 bool& keep_open);
+/// Relays the origin's response to the client — head, then body, streamed — and stores it when
+/// it is complete and cacheable (`may_store` is false when the request rules storing out).
+/// `buffer` holds response bytes already read from `origin` (empty unless the poller read
+/// them). Answers the client itself when the origin fails (502/504). Returns false when the
+/// response was cut after its head went out and the client, reading a body that ends at close,
+/// could not tell a cut from the end: the caller then resets the connection.
+bool relay_response(Context& ctx, OriginConnection& origin, const Request& request,
+                    const std::string& key, bool may_store, Cache& cache, std::string buffer);
+/// Ends a request on `client` as serve_request does: a reset when the response was cut
+/// (`orderly` false), an orderly close unless ctx.persistent, else nothing. Returns true when
+/// the connection stays open for another request.
+bool end_request(Socket& client, const Context& ctx, bool orderly);
 
 }  // namespace proxy

@@ -1,0 +1,208 @@
+// Stage 4's miss without a thread (proxy.h, start_miss_now): the request goes to the origin on
+// a kept connection from the poller, the poller waits in epoll for the answer, and an answer
+// that arrives whole is relayed into the connection's unsent bytes and sent without blocking.
+// Anything else goes to a worker, which goes on exactly as serve_request would have.
+#include <sys/socket.h>
+
+#include <array>
+#include <cerrno>
+
+#include "origin_pool.h"
+#include "transaction.h"
+
+namespace proxy {
+
+/// A miss in flight: what serve_request would hold on its stack while it waits on the origin.
+struct MissInFlight {
+  Request request;
+  std::string what;  ///< "GET http://host/path", for log lines
+  std::string key;
+  bool may_store = false;
+  UnixSeconds request_time = 0;
+  OriginConnection origin;
+  std::string buffer;  ///< the response's bytes so far
+  bool ended = false;  ///< the origin closed or failed: a worker judges what that means
+};
+
+void MissInFlightDeleter::operator()(MissInFlight* miss) const noexcept { delete miss; }
+
+namespace {
+
+// serve_request's Context for a miss on a connection with this client socket and peer.
+Context miss_context(const Socket& client, const std::string& peer, const MissInFlight& miss,
+                     const ProxyOptions& options, ProxyStats& stats) {
+  Context ctx{client, options, stats, peer, miss.what};
+  ctx.persistent = true;  // start_miss_now took only requests on a persistent connection
+  ctx.version_minor = miss.request.version_minor;
+  ctx.request_time = miss.request_time;
+  return ctx;
+}
+
+// Whether the response head is all in `buffer`.
+bool head_arrived(const std::string& buffer) {
+  ResponseHead head;
+  return parse_response_head(buffer, head, kMaxResponseHead).status != ParseStatus::incomplete;
+}
+
+}  // namespace
+
+PendingMiss start_miss_now(ClientConnection& connection, std::string& head,
+                           const ProxyOptions& options, ProxyStats& stats) {
+  // serve_hit_now's lookup found nothing stored: a plain miss, no revalidation.
+  if (options.origin_pool == nullptr || !connection.unsent_.empty() ||
+      !connection.looked_up_ || connection.looked_up_->entry) {
+    return nullptr;
+  }
+  PendingMiss miss(new MissInFlight);
+  Request& request = miss->request;
+  const RequestParseResult parsed = parse_request(head, request, options.limits);
+  if (parsed.status != ParseStatus::complete || request.method != "GET") return nullptr;
+  // serve_hit_now's conditions, checked again: the lookup may be older than this request.
+  const std::optional<BodyFraming> framing = request_body_framing(request);
+  if (!options.keep_alive || !framing || framing->kind != BodyKind::none ||
+      count_fields(request.fields, "Host") != 1 || !wants_persistence(request)) {
+    return nullptr;
+  }
+  std::optional<AbsoluteUri> uri = parse_absolute_uri(request.target);
+  if (!uri || uri->cache_key() != connection.looked_up_->key) return nullptr;
+  const RequestCacheRules rules = request_cache_rules(request);
+  if (rules.only_if_cached) return nullptr;  // a worker answers 504
+  miss->key = connection.looked_up_->key;
+  miss->may_store = rules.may_store;  // a GET without a body (serve_hit_now's conditions)
+  miss->what = request.method + " " + request.target;
+
+  Context ctx{connection.socket_, options, stats, connection.peer_, miss->what};
+  ctx.version_minor = request.version_minor;
+  RequestBody body;  // none
+  bool keep_open = false;
+  const std::string out = origin_request_bytes(ctx, request, *uri, body, keep_open);
+  if (!keep_open) return nullptr;  // fetch_from_origin would not take a kept connection
+  std::optional<Socket> kept = options.origin_pool->acquire(uri->host, uri->port);
+  if (!kept) return nullptr;
+  OriginConnection& origin = miss->origin;
+  origin.socket = std::move(*kept);
+  origin.host = uri->host;
+  origin.port = uri->port;
+  origin.reused = true;
+  origin.keep_allowed = true;
+  origin.may_retry = may_retry_on_new_connection(request.method, true, false, true, 0);
+  if (origin.may_retry) origin.resend = out;
+  std::size_t sent = 0;
+  while (sent < out.size()) {
+    const ssize_t n = ::send(origin.socket.fd(), out.data() + sent, out.size() - sent,
+                             MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<std::size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      // Full, or closed by the origin: the request goes to a worker, which takes (or makes)
+      // another connection; this one, with part of a request on it, is closed with `miss`.
+      return nullptr;
+    }
+  }
+  // Gone out: from here on the request is this miss's, as serve_request counts it.
+  stats.requests.fetch_add(1, std::memory_order_relaxed);
+  ++connection.requests_;
+  connection.looked_up_.reset();
+  miss->request_time = unix_now();
+  head.erase(0, parsed.consumed);
+  return miss;
+}
+
+int origin_fd(const MissInFlight& miss) noexcept { return miss.origin.socket.fd(); }
+
+MissRead read_miss_now(MissInFlight& miss, bool& progressed) {
+  progressed = false;
+  std::array<char, 16 * 1024> chunk;
+  while (!miss.ended && miss.buffer.size() <= kMaxResponseHead + kOneWriteBytes) {
+    const ssize_t n = ::recv(miss.origin.socket.fd(), chunk.data(), chunk.size(), MSG_DONTWAIT);
+    if (n > 0) {
+      miss.buffer.append(chunk.data(), static_cast<std::size_t>(n));
+      progressed = true;
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      break;
+    } else {
+      miss.ended = true;  // a close or a reset: the worker's read sees it too, and judges it
+    }
+  }
+  // Past this much, the worker streams the rest: the poller holds a response only as big as
+  // one it sends in one write (kOneWriteBytes).
+  if (miss.ended || miss.buffer.size() > kMaxResponseHead + kOneWriteBytes) {
+    return MissRead::needs_worker;
+  }
+  ResponseHead head;
+  const ResponseParseResult parsed = parse_response_head(miss.buffer, head, kMaxResponseHead);
+  if (parsed.status == ParseStatus::incomplete) return MissRead::waiting;
+  if (parsed.status == ParseStatus::invalid || head.status < 200) return MissRead::needs_worker;
+  const std::optional<BodyFraming> framing = response_body_framing(head, miss.request.method);
+  if (!framing) return MissRead::needs_worker;
+  const std::string_view body = std::string_view(miss.buffer).substr(parsed.consumed);
+  switch (framing->kind) {
+    case BodyKind::none:
+      return MissRead::whole;
+    case BodyKind::content_length:
+      return body.size() >= framing->length ? MissRead::whole : MissRead::waiting;
+    case BodyKind::chunked: {
+      // An HTTP/1.0 client gets it decoded and ended by a close: a worker's job.
+      if (miss.request.version_minor < 1) return MissRead::needs_worker;
+      BodyReader reader(*framing);
+      std::string decoded;
+      const BodyReader::Result r = reader.feed(body, decoded);
+      if (r.error) return MissRead::needs_worker;
+      return r.done ? MissRead::whole : MissRead::waiting;
+    }
+    default:
+      return MissRead::needs_worker;  // ended by the origin's close
+  }
+}
+
+HitOutcome complete_miss_now(ClientConnection& connection, PendingMiss miss, Cache& cache,
+                             const ProxyOptions& options, ProxyStats& stats) {
+  Context ctx = miss_context(connection.socket_, connection.peer_, *miss, options, stats);
+  ctx.connection_requests = &connection.requests_;
+  ctx.out = &connection.unsent_;
+  // Every read below finds its bytes in the buffer (read_miss_now saw the response whole), and
+  // every write lands in unsent_.
+  const bool orderly = relay_response(ctx, miss->origin, miss->request, miss->key,
+                                      miss->may_store, cache, std::move(miss->buffer));
+  finish_origin(ctx, std::move(miss->origin));
+  const IoStatus sent = connection.send_unsent();
+  if (!orderly || !ctx.persistent || sent == IoStatus::error) return HitOutcome::failed;
+  return sent == IoStatus::ok ? HitOutcome::served : HitOutcome::partly_sent;
+}
+
+bool finish_miss(ClientConnection& connection, PendingMiss miss, Cache& cache,
+                 const ProxyOptions& options, ProxyStats& stats, bool origin_timed_out) {
+  Socket& client = connection.socket_;
+  Context ctx = miss_context(client, connection.peer_, *miss, options, stats);
+  ctx.connection_requests = &connection.requests_;
+  if (origin_timed_out && !head_arrived(miss->buffer)) {
+    reply_origin_timeout(ctx);  // what a worker's read of the head would have said
+    return end_request(client, ctx, true);
+  }
+  // A body that stalled for the origin timeout on the poller is not waited for again.
+  ProxyOptions stalled;
+  if (origin_timed_out) {
+    stalled = options;
+    stalled.origin_timeout = Millis{0};
+  }
+  Context go_on = miss_context(client, connection.peer_, *miss,
+                               origin_timed_out ? stalled : options, stats);
+  go_on.connection_requests = &connection.requests_;
+  const bool orderly = relay_response(go_on, miss->origin, miss->request, miss->key,
+                                      miss->may_store, cache, std::move(miss->buffer));
+  finish_origin(go_on, std::move(miss->origin));
+  return end_request(client, go_on, orderly);
+}
+
+void drop_miss(ClientConnection& connection, PendingMiss miss, const ProxyOptions& options,
+               ProxyStats& stats) {
+  const Context ctx = miss_context(connection.socket_, connection.peer_, *miss, options, stats);
+  log_failure(ctx, "client hung up before the origin answered; origin request dropped, nothing "
+                   "stored");
+}
+
+}  // namespace proxy

@@ -1,0 +1,234 @@
+// start_miss_now and what follows it (common/proxy.h): stage 4's poller sends a plain miss on a
+// kept origin connection and relays an answer that arrived whole, or hands the miss to a worker
+// (finish_miss). Through real loopback sockets and the scripted origin.
+#include <gtest/gtest.h>
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <array>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "cache_factory.h"
+#include "origin_pool.h"
+#include "origin_server.h"
+#include "proxy.h"
+#include "uri.h"
+
+namespace proxy {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A connected loopback pair: `server` is the proxy's end, `client` the test's.
+struct Pair {
+  ClientConnection server{Socket()};
+  Socket client;
+};
+
+Pair connected_pair() {
+  Socket listener = listen_tcp("127.0.0.1", 0);
+  ConnectResult connected = connect_tcp("127.0.0.1", local_port(listener), Millis{5'000});
+  EXPECT_EQ(connected.error, ConnectError::none) << connected.message;
+  std::optional<Socket> accepted = accept_client(listener, -1);
+  EXPECT_TRUE(accepted.has_value());
+  Pair pair;
+  pair.server = ClientConnection(std::move(*accepted));
+  pair.client = std::move(connected.socket);
+  return pair;
+}
+
+// Reads until the peer closes, or 30 s pass.
+std::string read_to_close(const Socket& socket) {
+  std::string out;
+  std::array<char, 65536> chunk;
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while (std::chrono::steady_clock::now() < until) {
+    IoResult got = socket.read_some(chunk, 1s);
+    if (got.status == IoStatus::ok) out.append(chunk.data(), got.bytes);
+    if (got.status == IoStatus::eof || got.status == IoStatus::error) break;
+  }
+  return out;
+}
+
+// Reads one response whose body is framed by Content-Length, head and body, as raw text.
+std::string read_response_text(const Socket& socket) {
+  std::string out;
+  std::array<char, 65536> chunk;
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while (std::chrono::steady_clock::now() < until) {
+    const std::size_t blank = out.find("\r\n\r\n");
+    const std::size_t length = out.find("Content-Length: ");
+    if (blank != std::string::npos && length != std::string::npos && length < blank &&
+        out.size() >= blank + 4 + std::stoul(out.substr(length + 16))) {
+      break;
+    }
+    IoResult got = socket.read_some(chunk, 1s);
+    if (got.status == IoStatus::ok) out.append(chunk.data(), got.bytes);
+    if (got.status == IoStatus::eof || got.status == IoStatus::error) break;
+  }
+  return out;
+}
+
+class ServeMissNow : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    options_.keep_alive = true;
+    options_.origin_pool = &pool_;
+  }
+
+  std::string url(const std::string& path) const {
+    return "http://127.0.0.1:" + std::to_string(origin_.port()) + path;
+  }
+  static std::string get(const std::string& url, const std::string& extra = "") {
+    return "GET " + url + " HTTP/1.1\r\nHost: x\r\n" + extra + "\r\n";
+  }
+  // One idle connection to the origin in the pool, as a worker leaves it after a response.
+  void keep_one() {
+    ConnectResult connected = connect_tcp("127.0.0.1", origin_.port(), Millis{5'000});
+    ASSERT_EQ(connected.error, ConnectError::none) << connected.message;
+    ASSERT_TRUE(pool_.release("127.0.0.1", origin_.port(), std::move(connected.socket)));
+  }
+  // What the poller does with a whole head: serve_hit_now, then start_miss_now.
+  PendingMiss start(Pair& pair, std::string& head) {
+    EXPECT_EQ(serve_hit_now(pair.server, head, *cache_, options_, stats_), HitOutcome::not_served);
+    return start_miss_now(pair.server, head, options_, stats_);
+  }
+  // Waits in poll(2) as the poller waits in epoll, reading each time, until a verdict.
+  MissRead wait(MissInFlight& miss) {
+    const auto until = std::chrono::steady_clock::now() + 30s;
+    while (std::chrono::steady_clock::now() < until) {
+      pollfd readable{origin_fd(miss), POLLIN, 0};
+      ::poll(&readable, 1, 1000);
+      bool progressed = false;
+      const MissRead read = read_miss_now(miss, progressed);
+      if (read != MissRead::waiting) return read;
+    }
+    return MissRead::waiting;
+  }
+
+  harness::OriginServer origin_;
+  OriginPool pool_;
+  std::unique_ptr<Cache> cache_ = make_cache("lru", 1 << 20, 1 << 20);
+  ProxyOptions options_;
+  ProxyStats stats_;
+};
+
+TEST_F(ServeMissNow, SendsAPlainMissOnAKeptConnectionAndRelaysItsWholeAnswer) {
+  keep_one();
+  Pair pair = connected_pair();
+  std::string head = get(url("/bytes/300")) + "GET " + url("/bytes/7");
+  PendingMiss miss = start(pair, head);
+  ASSERT_NE(miss, nullptr);
+  EXPECT_EQ(head, "GET " + url("/bytes/7")) << "only the sent request's bytes go";
+  EXPECT_EQ(pool_.idle(), 0u) << "the kept connection is the miss's now";
+  EXPECT_EQ(stats_.requests.load(), 1u);
+  EXPECT_EQ(pair.server.requests(), 1u);
+  ASSERT_EQ(wait(*miss), MissRead::whole);
+  EXPECT_EQ(complete_miss_now(pair.server, std::move(miss), *cache_, options_, stats_),
+            HitOutcome::served);
+  EXPECT_FALSE(pair.server.has_unsent());
+  const std::string body = harness::deterministic_bytes(300);
+  const std::string received = read_response_text(pair.client);
+  EXPECT_TRUE(received.starts_with("HTTP/1.1 200 OK\r\n")) << received;
+  EXPECT_NE(received.find("X-Cache: MISS\r\n"), std::string::npos) << received;
+  EXPECT_NE(received.find("Content-Length: 300\r\n"), std::string::npos) << received;
+  EXPECT_TRUE(received.ends_with("\r\n\r\n" + body)) << "byte-exact, nothing after it";
+  EXPECT_NE(cache_->find(parse_absolute_uri(url("/bytes/300"))->cache_key()), nullptr)
+      << "a whole cacheable answer is stored";
+  EXPECT_EQ(cache_->stats().misses, 1u) << "one lookup for one request";
+  EXPECT_EQ(pool_.idle(), 1u) << "the connection went back to the pool";
+  EXPECT_EQ(origin_.connections_accepted(), 1u);
+  EXPECT_EQ(stats_.origin_connects.load(), 0u);
+}
+
+// Each of these is a worker's: no kept connection (a connect may block), a stale entry to
+// revalidate, only-if-cached, a connection the client closes, a HEAD. Nothing is sent, the head
+// and the counters stay as they were, and serve_request then serves it from the same lookup.
+TEST_F(ServeMissNow, LeavesEveryOtherRequestAsItWas) {
+  {
+    Pair pair = connected_pair();
+    std::string head = get(url("/bytes/5"));
+    EXPECT_EQ(start(pair, head), nullptr) << "no kept connection";
+    EXPECT_EQ(head, get(url("/bytes/5")));
+    EXPECT_EQ(stats_.requests.load(), 0u);
+    pair.server.add_buffered(head);
+    EXPECT_TRUE(serve_request(pair.server, *cache_, options_, stats_));
+    EXPECT_EQ(cache_->stats().misses, 1u) << "serve_request looked the request up again";
+    EXPECT_TRUE(read_response_text(pair.client).starts_with("HTTP/1.1 200 OK"));
+  }
+  keep_one();
+  const std::size_t kept = pool_.idle();
+  for (const std::string& request :
+       {get(url("/bytes/6"), "Cache-Control: only-if-cached\r\n"),
+        get(url("/bytes/6"), "Connection: close\r\n"),
+        "HEAD " + url("/bytes/6") + " HTTP/1.1\r\nHost: x\r\n\r\n",
+        "POST " + url("/echo") + " HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx"}) {
+    Pair pair = connected_pair();
+    std::string head = request;
+    (void)serve_hit_now(pair.server, head, *cache_, options_, stats_);
+    EXPECT_EQ(start_miss_now(pair.server, head, options_, stats_), nullptr) << request;
+    EXPECT_EQ(head, request);
+    EXPECT_EQ(pool_.idle(), kept) << request;
+  }
+  EXPECT_EQ(origin_.request_count("/bytes/6"), 0u);
+  EXPECT_EQ(origin_.request_count("/echo"), 0u);
+}
+
+// An answer the poller does not finish goes to a worker with what has arrived, and the worker's
+// relay is byte-exact: a chunked body past what the poller holds, one ended by the origin's
+// close.
+TEST_F(ServeMissNow, HandsAnAnswerItCannotFinishToFinishMissByteExact) {
+  for (const auto& [path, size] : {std::pair<std::string, std::size_t>{"/stream-bytes/300000", 300'000},
+                                   {"/close/1000", 1000}}) {
+    keep_one();
+    Pair pair = connected_pair();
+    std::string head = get(url(path));
+    PendingMiss miss = start(pair, head);
+    ASSERT_NE(miss, nullptr) << path;
+    ASSERT_EQ(wait(*miss), MissRead::needs_worker) << path;
+    const bool open = finish_miss(pair.server, std::move(miss), *cache_, options_, stats_, false);
+    if (open) pair.server = ClientConnection(Socket());  // the close ends the read below
+    const std::string received = read_to_close(pair.client);
+    const std::size_t blank = received.find("\r\n\r\n");
+    ASSERT_NE(blank, std::string::npos) << path;
+    std::string body = received.substr(blank + 4);
+    if (received.find("Transfer-Encoding: chunked\r\n") < blank) {
+      // De-chunk: size lines and CRLFs around each piece.
+      std::string decoded;
+      std::size_t at = 0;
+      for (;;) {
+        const std::size_t line_end = body.find("\r\n", at);
+        ASSERT_NE(line_end, std::string::npos);
+        const std::size_t n = std::stoul(body.substr(at, line_end - at), nullptr, 16);
+        if (n == 0) break;
+        decoded += body.substr(line_end + 2, n);
+        at = line_end + 2 + n + 2;
+      }
+      body = decoded;
+    }
+    EXPECT_EQ(body, harness::deterministic_bytes(size)) << path;
+  }
+}
+
+// The poller waited the origin timeout for a byte in vain: finish_miss answers 504, and says so
+// as a worker's own read would have.
+TEST_F(ServeMissNow, AnswersAMissThePollerTimedOut504) {
+  options_.origin_timeout = Millis{250};
+  keep_one();
+  Pair pair = connected_pair();
+  std::string head = get(url("/stall"));
+  PendingMiss miss = start(pair, head);
+  ASSERT_NE(miss, nullptr);
+  ASSERT_TRUE(origin_.wait_for_requests("/stall", 1, 10s));
+  EXPECT_FALSE(finish_miss(pair.server, std::move(miss), *cache_, options_, stats_, true));
+  const std::string received = read_to_close(pair.client);
+  EXPECT_TRUE(received.starts_with("HTTP/1.1 504 ")) << received;
+  EXPECT_NE(received.find("origin did not answer within 250 ms"), std::string::npos) << received;
+  EXPECT_EQ(pool_.idle(), 0u) << "a connection with a request unanswered is never kept";
+}
+
+}  // namespace
+}  // namespace proxy
