@@ -97,6 +97,12 @@ void add_tuned_options(CLI::App& app, proxy::TunedConfig& config, std::string& w
                "answers from a slow origin cannot keep interrupting the poller and the rest of "
                "the machine. Workers started under a policy of their own (chrt) keep it either "
                "way");
+  app.add_flag("!--no-poller-misses", config.poller_misses,
+               "Serve every miss on a worker. By default a plain GET miss whose origin has a "
+               "kept connection is sent by the poller, which waits for the answer in epoll "
+               "with everything else and relays it when it has arrived whole (up to 64 KiB "
+               "of body): no worker waits on the origin, and no thread is woken for its "
+               "answer. Anything else still goes to a worker");
   add_count_option(app, "--max-tunnels", config.max_tunnels,
                    "CONNECT tunnels open at once; past it a CONNECT gets 503 (tunnels). A tunnel "
                    "holds no worker: the tunnel thread relays it. 0: half of --max-connections",

@@ -55,7 +55,11 @@ std::string TunedServer::metrics_text() const {
   m.max_workers = sizer_.options().max_workers;
   m.shed = shed_.load(std::memory_order_relaxed);
   m.open_connections = open_.load(std::memory_order_relaxed);
-  m.idle_connections = idle_count_.load(std::memory_order_relaxed);
+  // A connection whose miss waits on its origin is the poller's, but not between requests.
+  const std::size_t held = idle_count_.load(std::memory_order_relaxed);
+  m.misses_waiting = misses_waiting_.load(std::memory_order_relaxed);
+  m.idle_connections = held > m.misses_waiting ? held - m.misses_waiting : 0;
+  m.poller_misses = poller_misses_.load(std::memory_order_relaxed);
   m.idle_closed = idle_closed_.load(std::memory_order_relaxed);
   m.head_timeouts = head_timeouts_.load(std::memory_order_relaxed);
   m.tunnels_open = server_.stats().tunnels_open.load(std::memory_order_relaxed);
@@ -80,7 +84,8 @@ std::string TunedServer::stats_text() const {
          " peak_queued=" + std::to_string(pool_.peak_queued()) +
          " max_tunnels=" + std::to_string(options_.max_tunnels) +
          " origin_connects=" + std::to_string(server_.stats().origin_connects.load()) +
-         " origin_reused=" + std::to_string(origin_pool_ ? origin_pool_->counters().reused : 0);
+         " origin_reused=" + std::to_string(origin_pool_ ? origin_pool_->counters().reused : 0) +
+         " poller_misses=" + std::to_string(poller_misses_.load());
 }
 
 }  // namespace proxy

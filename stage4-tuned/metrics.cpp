@@ -94,6 +94,12 @@ std::string render_prometheus(const MetricsSnapshot& m) {
   sample(out, "proxy_request_head_timeouts_total", "counter",
          "Request heads not complete within the client timeout, answered 408 by the poller.",
          m.head_timeouts);
+  sample(out, "proxy_poller_misses_total", "counter",
+         "Misses the poller sent to a kept origin connection and relayed whole, without a "
+         "worker.",
+         m.poller_misses);
+  sample(out, "proxy_poller_misses_waiting", "gauge",
+         "Misses the poller has sent and waits on their origin for now.", m.misses_waiting);
   sample(out, "proxy_tunnels_open", "gauge", "CONNECT tunnels open now.", m.tunnels_open);
   sample(out, "proxy_origin_connections_opened_total", "counter",
          "Connections opened to origins (CONNECT tunnels not counted).", m.origin_connects);

@@ -56,6 +56,8 @@ struct MetricsSnapshot {
   std::size_t idle_connections = 0;   ///< of those, parked in epoll waiting for a request
   std::uint64_t idle_closed = 0;      ///< closed by the idle timeout
   std::uint64_t head_timeouts = 0;    ///< request heads answered 408 by the poller
+  std::uint64_t poller_misses = 0;    ///< misses the poller relayed without a worker
+  std::uint64_t misses_waiting = 0;   ///< misses the poller sent, waiting on their origin now
   std::size_t tunnels_open = 0;       ///< CONNECT tunnels open now
   std::uint64_t origin_connects = 0;  ///< origin connections opened (ProxyStats)
   std::uint64_t origin_reused = 0;    ///< requests sent on a kept origin connection

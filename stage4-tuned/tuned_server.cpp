@@ -156,6 +156,9 @@ void TunedServer::run() {
         accept_ready();
       } else if (fd == wake_fd_) {
         take_returned();
+      } else if (static_cast<std::size_t>(fd) < origin_owner_.size() &&
+                 origin_owner_[static_cast<std::size_t>(fd)] >= 0) {
+        origin_readable(fd);
       } else {
         readable(fd);
       }
@@ -167,11 +170,22 @@ void TunedServer::run() {
   // (or are cut by Shutdown after the grace period) while the workers are joined.
   stopping_.store(true);
   epoll_control(epoll_fd_, EPOLL_CTL_DEL, listener, 0);
+  std::vector<Client> in_flight;  // misses the poller sent: they finish, as a worker's do
+  for (std::unique_ptr<Idle>& idle : idle_) {
+    if (!idle || !idle->client.miss) continue;
+    stop_watching_origin(*idle);
+    in_flight.push_back(std::move(idle->client));
+  }
   idle_.clear();
   idle_count_.store(0);
   for (Job& job : pool_.close()) {
     reply_overloaded(job.client.connection.release(), server_.stats(), "shutting down",
                      "still queued for a worker");
+  }
+  for (Client& client : in_flight) {
+    // Blocking here, one after another: Shutdown cuts every wait at the end of its grace period.
+    finish_miss(client.connection, std::move(client.miss), server_.cache(), options_,
+                server_.stats(), false);
   }
   pool_.shutdown();
   std::lock_guard lock(returned_mutex_);
@@ -230,7 +244,7 @@ void TunedServer::park(Client client) {
   const auto index = static_cast<std::size_t>(fd);
   if (index >= idle_.size()) idle_.resize(index + 1);
   const auto now = Clock::now();
-  idle_[index] = std::make_unique<Idle>(Idle{std::move(client), now, now, {}});
+  idle_[index] = std::make_unique<Idle>(Idle{std::move(client), now, now, {}, {}, {}});
   idle_count_.fetch_add(1, std::memory_order_relaxed);
   readable(fd);
 }
@@ -239,10 +253,24 @@ void TunedServer::readable(int fd) {
   const auto index = static_cast<std::size_t>(fd);
   if (index >= idle_.size() || !idle_[index]) return;
   Idle& idle = *idle_[index];
-  HeadState state =
-      idle.client.connection.has_unsent() ? send_unsent(idle) : read_head(idle);
+  if (idle.client.miss) {
+    // Its miss is watched for the client's hang-up only (start_miss): the origin request is
+    // dropped, as a worker drops it (ProxyOptions::drop_abandoned).
+    stop_watching_origin(idle);
+    drop_miss(idle.client.connection, std::move(idle.client.miss), options_, server_.stats());
+    free_slot(fd);
+    return;
+  }
+  settle(fd, idle.client.connection.has_unsent() ? send_unsent(idle) : read_head(idle));
+}
+
+void TunedServer::settle(int fd, HeadState state) {
+  Idle& idle = *idle_[static_cast<std::size_t>(fd)];
   if (state == HeadState::ready) state = answer_hit(idle);
+  if (state == HeadState::ready && config_.poller_misses) state = start_miss(idle, fd);
   switch (state) {
+    case HeadState::waiting_origin:
+      return;
     case HeadState::ready:
       dispatch(idle);
       break;
@@ -265,8 +293,12 @@ void TunedServer::readable(int fd) {
       break;
     }
   }
-  // Dispatched or closed: the slot is free (destroying a Client closes it and leaves epoll).
-  idle_[index].reset();
+  free_slot(fd);
+}
+
+// Dispatched or closed: the slot is free (destroying a Client closes it and leaves epoll).
+void TunedServer::free_slot(int fd) {
+  idle_[static_cast<std::size_t>(fd)].reset();
   idle_count_.fetch_sub(1, std::memory_order_relaxed);
 }
 
@@ -352,8 +384,13 @@ void TunedServer::serve(Job job) {
   for (;;) {
     const std::uint64_t before = connection.requests();
     const auto began = Clock::now();
-    const bool open = serve_request(connection, cache, options_, stats);
-    if (connection.requests() != before) {
+    // A miss the poller sent goes on here from where it is (its request counted there).
+    const bool resumed = client.miss != nullptr;
+    const bool open =
+        resumed ? finish_miss(connection, std::move(client.miss), cache, options_, stats,
+                              std::exchange(client.origin_timed_out, false))
+                : serve_request(connection, cache, options_, stats);
+    if (resumed || connection.requests() != before) {
       const auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - began);
       latency_.observe(took);
       worker_requests_.fetch_add(1, std::memory_order_relaxed);
@@ -388,7 +425,14 @@ void TunedServer::close_idle(Clock::time_point now) {
   // vector costs.
   for (std::unique_ptr<Idle>& idle : idle_) {
     if (!idle) continue;
-    if (idle->client.connection.has_unsent()) {
+    if (idle->client.miss) {
+      // No byte from its origin for the origin timeout: a worker answers 504 (or cuts a stalled
+      // body), as its own read would have.
+      if (now - idle->origin_progress < options_.origin_timeout) continue;
+      stop_watching_origin(*idle);
+      idle->client.origin_timed_out = true;
+      dispatch(*idle);
+    } else if (idle->client.connection.has_unsent()) {
       // A response going out, not an idle connection: given up on only when the client took
       // nothing for the write timeout, as a worker's write_all would be (a pipelined request
       // behind it waits its turn, and is no slow head).

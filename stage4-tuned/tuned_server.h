@@ -54,6 +54,10 @@ struct TunedConfig {
   /// prepare_worker_thread); a policy chosen with chrt(1) is kept either way. False leaves them
   /// the policy they inherit (SCHED_OTHER unless started under chrt), as stage 3's.
   bool batch_workers = true;
+  /// Send a plain GET miss whose origin has a kept connection from the poller, and relay an
+  /// answer that arrives whole there (start_miss_now, proxy.h): no worker waits on the origin.
+  /// False serves every miss on a worker.
+  bool poller_misses = true;
   /// Keep origin connections open between requests (ProxyOptions::origin_pool), within
   /// `origin_limits`; false sends every request on a new connection, as stages 1-3 do.
   bool origin_reuse = true;
@@ -89,12 +93,16 @@ class TunedServer {
     Client(Client&& other) noexcept
         : connection(std::move(other.connection)),
           in_epoll(other.in_epoll),
+          miss(std::move(other.miss)),
+          origin_timed_out(other.origin_timed_out),
           open_(std::exchange(other.open_, nullptr)) {}
     Client& operator=(Client&& other) noexcept {
       if (this != &other) {
         release_place();
         connection = std::move(other.connection);
         in_epoll = other.in_epoll;
+        miss = std::move(other.miss);
+        origin_timed_out = other.origin_timed_out;
         open_ = std::exchange(other.open_, nullptr);
       }
       return *this;
@@ -102,6 +110,10 @@ class TunedServer {
     ~Client() { release_place(); }
     ClientConnection connection;
     bool in_epoll = false;  ///< registered with the poller's epoll set (armed or not)
+    /// A miss the poller sent and waits on (start_miss_now); a worker that gets the connection
+    /// with one goes on with it (finish_miss).
+    PendingMiss miss;
+    bool origin_timed_out = false;  ///< the poller waited the origin timeout for it in vain
    private:
     void release_place() noexcept {
       connection = ClientConnection(Socket());  // close first, then count it gone
@@ -117,13 +129,19 @@ class TunedServer {
     std::chrono::steady_clock::time_point since;       // parked at; the idle timeout runs from it
     std::chrono::steady_clock::time_point first_byte;  // of `head`; the client timeout runs from it
     std::string head;
+    // While client.miss waits on its origin: when it went out, and when a byte last came back
+    // (the origin timeout runs from it).
+    std::chrono::steady_clock::time_point miss_sent;
+    std::chrono::steady_clock::time_point origin_progress;
   };
   // A connection with a whole request head, waiting for a worker.
   struct Job {
     Client client;
     std::chrono::steady_clock::time_point queued_at;
   };
-  enum class HeadState { more, ready, closed };
+  // more: wait in epoll; ready: a whole request head for a worker; closed; waiting_origin: a
+  // miss sent by the poller, its origin watched.
+  enum class HeadState { more, ready, closed, waiting_origin };
   // The poller does its housekeeping (timeouts, sizing, the shedder) at least this often, in ms.
   static constexpr int kTickMs = 50;
 
@@ -131,6 +149,11 @@ class TunedServer {
   void accept_ready();                // on the poller
   void park(Client client);           // on the poller: wait in epoll for the next request
   void readable(int fd);              // on the poller: bytes (or an end) on a parked connection
+  void settle(int fd, HeadState state);  // on the poller: what `state` asks, then re-arm or free
+  void free_slot(int fd);             // on the poller: the connection is a worker's, or closed
+  HeadState start_miss(Idle& idle, int fd);  // on the poller: a miss sent without a worker
+  void origin_readable(int origin_fd);      // on the poller: its origin's answer, or part of it
+  void stop_watching_origin(Idle& idle);    // on the poller: before the miss leaves it
   HeadState read_head(Idle& idle);    // on the poller: reads what has arrived, never waits
   HeadState answer_hit(Idle& idle);   // on the poller: a hit, answered without a worker
   HeadState send_unsent(Idle& idle);  // on the poller: the rest of a hit, when writable
@@ -162,9 +185,12 @@ class TunedServer {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> queue_standing_{false};  // the shedder's verdict, for the workers
   std::atomic<std::uint64_t> head_timeouts_{0};
+  std::atomic<std::uint64_t> poller_misses_{0};  // misses the poller relayed whole
+  std::atomic<std::size_t> misses_waiting_{0};   // poller misses waiting on their origin now
 
   // Poller-only state.
   std::vector<std::unique_ptr<Idle>> idle_;  // indexed by fd; null where none
+  std::vector<int> origin_owner_;  // indexed by an origin's fd: its miss's client fd, or -1
   bool listening_paused_ = false;
   std::chrono::steady_clock::time_point resume_listening_;
   PoolSizer sizer_;

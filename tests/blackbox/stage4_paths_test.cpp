@@ -390,5 +390,103 @@ TEST_P(TunedStage, KeepsNoOriginConnectionAfterAHeadResponseThatDeclaresABody) {
   EXPECT_EQ(origin_->connections_accepted(), 2u);
 }
 
+// ---- Misses served by the poller, on a kept origin connection (start_miss_now) ----
+
+// One kept origin connection, left by a worker's miss: the next misses to that origin are the
+// poller's.
+void keep_an_origin_connection(TunedStage& t) {
+  ASSERT_EQ(fetch(t.port(), t.url("/bytes/10?warm")).status, 200);
+  ASSERT_TRUE(t.wait_for_metric("proxy_origin_connections_idle", 1));
+}
+
+// Content-Length and chunked bodies, small and past one socket buffer: each arrives byte-exact
+// as a MISS, is stored (the same URL is then a HIT), and is counted as the poller's.
+TEST_P(TunedStage, RelaysMissesFromThePollerByteExactAndStoresThem) {
+  start_stage({"--workers", "1"});
+  keep_an_origin_connection(*this);
+  const std::vector<std::pair<std::string, std::size_t>> misses = {
+      {"/bytes/1", 1}, {"/bytes/1500", 1500}, {"/bytes/70000", 70'000}, {"/stream-bytes/5000", 5000}};
+  for (const auto& [path, size] : misses) {
+    HttpResponse miss = fetch(proxy_port(), origin_url(path));
+    EXPECT_EQ(miss.status, 200) << path;
+    EXPECT_EQ(miss.field("X-Cache"), "MISS") << path;
+    EXPECT_EQ(miss.body, harness::deterministic_bytes(size)) << path;
+    HttpResponse hit = fetch(proxy_port(), origin_url(path));
+    EXPECT_EQ(hit.field("X-Cache"), "HIT") << path;
+    EXPECT_EQ(hit.body, harness::deterministic_bytes(size)) << path;
+  }
+  Exposition m = metrics();
+  EXPECT_EQ(m["proxy_poller_misses_total"], static_cast<double>(misses.size()));
+  EXPECT_EQ(m["proxy_origin_connections_opened_total"], 1) << "every miss reused the one kept";
+}
+
+// The only worker is stuck on a request to a silent origin (a POST: never sent on a kept
+// connection), yet a miss on the kept connection is answered: no worker waits on the origin.
+TEST_P(TunedStage, AnswersAMissWithoutAWorkerWhileTheOnlyWorkerIsStuck) {
+  start_stage({"--workers", "1", "--origin-timeout-ms", "60000"});
+  keep_an_origin_connection(*this);
+  proxy::Socket stuck = send_request(
+      proxy_port(), proxy_get(origin_url("/stall"), {"Content-Length: 0"}, 1, "POST"));
+  ASSERT_TRUE(origin_->wait_for_requests("/stall", 1, kDeadline));
+  proxy::Socket client = send_request(proxy_port(), proxy_get(origin_url("/bytes/123")));
+  std::optional<HttpResponse> answer = read_response(client, kLive);
+  ASSERT_TRUE(answer.has_value()) << "a miss waited for the stuck worker";
+  EXPECT_EQ(answer->status, 200);
+  EXPECT_EQ(answer->body, harness::deterministic_bytes(123));
+}
+
+// Two pipelined misses, both the poller's: answered in order, the second after the first.
+TEST_P(TunedStage, AnswersAPipelinedPairOfPollerMissesInOrder) {
+  start_stage({"--workers", "1"});
+  keep_an_origin_connection(*this);
+  proxy::Socket client = send_request(proxy_port(), proxy_get(origin_url("/delay/200/bytes/7")) +
+                                                        proxy_get(origin_url("/bytes/3")));
+  std::vector<HttpResponse> r = read_framed(client, 2, kDeadline);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].body, harness::deterministic_bytes(7)) << "the first request's answer first";
+  EXPECT_EQ(r[1].body, harness::deterministic_bytes(3));
+  EXPECT_EQ(metrics()["proxy_poller_misses_total"], 2);
+}
+
+// A client that hangs up while the poller waits on its origin: the request is dropped at once
+// and said so, and its origin connection is not kept (its answer would come late on it).
+TEST_P(TunedStage, DropsAPollerMissWhoseClientHangsUp) {
+  start_stage({"--workers", "1", "--origin-timeout-ms", "60000"});
+  keep_an_origin_connection(*this);
+  {
+    proxy::Socket client = send_request(proxy_port(), proxy_get(origin_url("/stall")));
+    ASSERT_TRUE(origin_->wait_for_requests("/stall", 1, kDeadline));
+    ASSERT_TRUE(wait_for_metric("proxy_poller_misses_waiting", 1));
+  }  // hangs up
+  EXPECT_TRUE(metrics_until([](const Exposition& m) { return m["proxy_poller_misses_waiting"] == 0; },
+                            [](const Exposition&) {}, kLive))
+      << "the poller still waits on the origin for a client that is gone";
+  EXPECT_EQ(metrics()["proxy_origin_connections_idle"], 0);
+  EXPECT_THAT(stage_log(), HasSubstr("client hung up before the origin answered"));
+}
+
+// No byte from the origin for --origin-timeout-ms: 504, as a worker's own wait ends.
+TEST_P(TunedStage, AnswersAPollerMiss504AfterTheOriginTimeout) {
+  start_stage({"--workers", "1", "--origin-timeout-ms", "300"});
+  keep_an_origin_connection(*this);
+  proxy::Socket client = send_request(proxy_port(), proxy_get(origin_url("/stall")));
+  std::optional<HttpResponse> answer = read_response(client, kDeadline);
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->status, 504);
+  EXPECT_THAT(answer->body, HasSubstr("origin did not answer within 300 ms"));
+  EXPECT_TRUE(closed_by_peer(client, kDeadline));
+}
+
+TEST_P(TunedStage, ServesEveryMissOnAWorkerWithNoPollerMisses) {
+  start_stage({"--workers", "1", "--no-poller-misses"});
+  keep_an_origin_connection(*this);
+  for (int i = 0; i < 3; ++i) {
+    HttpResponse r = fetch(proxy_port(), origin_url("/bytes/9?worker=" + std::to_string(i)));
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.body, harness::deterministic_bytes(9));
+  }
+  EXPECT_EQ(metrics()["proxy_poller_misses_total"], 0);
+}
+
 }  // namespace
 }  // namespace testing_support

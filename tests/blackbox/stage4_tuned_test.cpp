@@ -363,7 +363,8 @@ TEST(Stage4Help, DocumentsEveryFlagWithItsUnit) {
     for (const char* flag : {"--workers", "--min-workers", "--max-workers", "--auto-interval-ms",
                              "--queue", "--max-connections", "--idle-timeout-ms",
                              "--cache-shards", "--client-timeout-ms", "--connect-timeout-ms",
-                             "--origin-timeout-ms", "--no-batch-workers"}) {
+                             "--origin-timeout-ms", "--no-batch-workers",
+                             "--no-poller-misses"}) {
       EXPECT_THAT(text, HasSubstr(flag));
     }
     for (const char* unit : {"in ms", "(threads)", "(connections)", "bytes"}) {

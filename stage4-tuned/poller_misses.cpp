@@ -1,0 +1,85 @@
+// A miss served without a worker (tuned_server.h): the poller sends a plain GET miss on a kept
+// origin connection, waits for the answer in epoll beside every other connection, and relays it
+// once it has arrived whole. A miss on a worker costs that worker the origin's whole delay and a
+// wake-up when the answer comes, and the poller another when the connection comes back: most of
+// what a miss costs the proxy (stage4-tuned/README.md, "Which wake-ups cost"). Anything the
+// poller cannot finish without blocking goes to a worker, which goes on from where it is.
+#include <sys/epoll.h>
+
+#include "log.h"
+#include "tuned_server.h"
+
+namespace proxy {
+
+using Clock = std::chrono::steady_clock;
+
+// `ready` (no miss started: a worker serves the request) or `waiting_origin`.
+TunedServer::HeadState TunedServer::start_miss(Idle& idle, int fd) {
+  Client& client = idle.client;
+  PendingMiss miss = start_miss_now(client.connection, idle.head, options_, server_.stats());
+  if (!miss) return HeadState::ready;
+  const int origin = origin_fd(*miss);
+  client.miss = std::move(miss);
+  // The origin's answer, level-triggered: each wake-up reads until EAGAIN. The client only by
+  // hanging up (no EPOLLIN: a pipelined request waits its turn in the socket).
+  epoll_event event{};
+  event.events = EPOLLIN | EPOLLRDHUP;
+  event.data.fd = origin;
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, origin, &event) != 0) {
+    log_line("epoll_ctl for an origin connection failed; a worker waits for its answer");
+    return HeadState::ready;  // dispatch() takes the miss along
+  }
+  event.events = EPOLLRDHUP | EPOLLONESHOT;
+  event.data.fd = fd;
+  if (::epoll_ctl(epoll_fd_, client.in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &event) != 0) {
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, origin, nullptr);
+    log_line("epoll_ctl for a client failed; a worker waits for its origin's answer");
+    return HeadState::ready;
+  }
+  client.in_epoll = true;
+  const auto index = static_cast<std::size_t>(origin);
+  if (index >= origin_owner_.size()) origin_owner_.resize(index + 1, -1);
+  origin_owner_[index] = fd;
+  idle.miss_sent = idle.origin_progress = Clock::now();
+  misses_waiting_.fetch_add(1, std::memory_order_relaxed);
+  return HeadState::waiting_origin;
+}
+
+void TunedServer::origin_readable(int origin) {
+  const int fd = origin_owner_[static_cast<std::size_t>(origin)];
+  Idle& idle = *idle_[static_cast<std::size_t>(fd)];
+  bool progressed = false;
+  const MissRead read = read_miss_now(*idle.client.miss, progressed);
+  const auto now = Clock::now();
+  if (progressed) idle.origin_progress = now;
+  if (read == MissRead::waiting) return;
+  // Out of epoll before the connection can go back to the origin pool, and another thread.
+  stop_watching_origin(idle);
+  if (read == MissRead::needs_worker) {
+    dispatch(idle);
+    free_slot(fd);
+    return;
+  }
+  const HitOutcome outcome = complete_miss_now(idle.client.connection, std::move(idle.client.miss),
+                                               server_.cache(), options_, server_.stats());
+  latency_.observe(Clock::now() - idle.miss_sent);
+  poller_misses_.fetch_add(1, std::memory_order_relaxed);
+  if (outcome == HitOutcome::failed) {
+    free_slot(fd);
+    return;
+  }
+  idle.since = now;  // the idle timeout runs from the last response
+  // As after a hit: a pipelined request already read is next; else wait for one (or for the
+  // client to take the rest of this response).
+  settle(fd, outcome == HitOutcome::served && !idle.head.empty() ? HeadState::ready
+                                                                  : HeadState::more);
+}
+
+void TunedServer::stop_watching_origin(Idle& idle) {
+  const int origin = origin_fd(*idle.client.miss);
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, origin, nullptr);
+  origin_owner_[static_cast<std::size_t>(origin)] = -1;
+  misses_waiting_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+}  // namespace proxy
