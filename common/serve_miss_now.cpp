@@ -38,10 +38,16 @@ Context miss_context(const Socket& client, const std::string& peer, const MissIn
   return ctx;
 }
 
-// Whether the response head is all in `buffer`.
-bool head_arrived(const std::string& buffer) {
-  ResponseHead head;
-  return parse_response_head(buffer, head, kMaxResponseHead).status != ParseStatus::incomplete;
+// Whether the final response head (past any interim 1xx) is all in `buffer`, or a malformed
+// one: either way the origin has answered, and no wait for its head is left.
+bool final_head_arrived(std::string buffer) {
+  for (;;) {
+    ResponseHead head;
+    const ResponseParseResult parsed = parse_response_head(buffer, head, kMaxResponseHead);
+    if (parsed.status != ParseStatus::complete) return parsed.status == ParseStatus::invalid;
+    if (head.status >= 200 || head.status == 101) return true;
+    buffer.erase(0, parsed.consumed);
+  }
 }
 
 }  // namespace
@@ -179,7 +185,7 @@ bool finish_miss(ClientConnection& connection, PendingMiss miss, Cache& cache,
   Socket& client = connection.socket_;
   Context ctx = miss_context(client, connection.peer_, *miss, options, stats);
   ctx.connection_requests = &connection.requests_;
-  if (origin_timed_out && !head_arrived(miss->buffer)) {
+  if (origin_timed_out && !final_head_arrived(miss->buffer)) {
     reply_origin_timeout(ctx);  // what a worker's read of the head would have said
     return end_request(client, ctx, true);
   }

@@ -100,8 +100,8 @@ void add_tuned_options(CLI::App& app, proxy::TunedConfig& config, std::string& w
   app.add_flag("!--no-poller-misses", config.poller_misses,
                "Serve every miss on a worker. By default a plain GET miss whose origin has a "
                "kept connection is sent by the poller, which waits for the answer in epoll "
-               "with everything else and relays it when it has arrived whole (up to 64 KiB "
-               "of body): no worker waits on the origin, and no thread is woken for its "
+               "with everything else and relays it when it has arrived whole (128 KiB at "
+               "most, head and body): no worker waits on the origin, and no thread is woken for its "
                "answer. Anything else still goes to a worker");
   add_count_option(app, "--max-tunnels", config.max_tunnels,
                    "CONNECT tunnels open at once; past it a CONNECT gets 503 (tunnels). A tunnel "

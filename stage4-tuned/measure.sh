@@ -127,7 +127,8 @@ echo -e "scenario\tserver\treq/s\tp50_ms\tp99_ms\terrors\tnon2xx\tpeak_rss_kib\t
 # CONNS connections: the origin alone, with a new connection per request (as stages 1-3 reach it)
 # and with keep-alive (as stage 4 and squid do: the ceiling on this machine), stage 3 at fixed
 # sizes (its best is near the connection count), stage 4 with its defaults (--workers auto), with
-# --no-origin-reuse, with --no-batch-workers, and at the same fixed sizes, and the peers. PORT and
+# --no-origin-reuse, with --no-batch-workers, with --no-poller-misses, and at the same fixed
+# sizes, and the peers. PORT and
 # PID are the origin's: the one above, or (CAPACITY) one that serves a few requests at a time.
 miss_scenario() {
   local sc="$1" c="$2" target="$3" port="$4" pid="$5"
@@ -147,6 +148,9 @@ miss_scenario() {
   stop s4
   start s4 "$BIN/stage4-tuned" --port 0 --no-batch-workers
   run "$sc" stage4-auto-nobatch "$PORT_s4" "$PID_s4" "$c" "$target" miss
+  stop s4
+  start s4 "$BIN/stage4-tuned" --port 0 --no-poller-misses
+  run "$sc" stage4-auto-nopoller "$PORT_s4" "$PID_s4" "$c" "$target" miss
   stop s4
   start s4 "$BIN/stage4-tuned" --port 0
   run "$sc" stage4-auto "$PORT_s4" "$PID_s4" "$c" "$target" miss

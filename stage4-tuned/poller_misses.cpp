@@ -4,6 +4,8 @@
 // wake-up when the answer comes, and the poller another when the connection comes back: most of
 // what a miss costs the proxy (stage4-tuned/README.md, "Which wake-ups cost"). Anything the
 // poller cannot finish without blocking goes to a worker, which goes on from where it is.
+// tuned_server.cpp calls in at three places: readable() starts a miss, run() routes its
+// origin's events here, close_idle() times it out; serve() goes on with one on a worker.
 #include <sys/epoll.h>
 
 #include "log.h"
@@ -13,11 +15,12 @@ namespace proxy {
 
 using Clock = std::chrono::steady_clock;
 
-// `ready` (no miss started: a worker serves the request) or `waiting_origin`.
-TunedServer::HeadState TunedServer::start_miss(Idle& idle, int fd) {
+// False when no miss was started (a worker serves the request), or when epoll could not watch
+// it (a worker goes on with it: dispatch() takes client.miss along).
+bool TunedServer::start_miss(Idle& idle, int fd) {
   Client& client = idle.client;
   PendingMiss miss = start_miss_now(client.connection, idle.head, options_, server_.stats());
-  if (!miss) return HeadState::ready;
+  if (!miss) return false;
   const int origin = origin_fd(*miss);
   client.miss = std::move(miss);
   // The origin's answer, level-triggered: each wake-up reads until EAGAIN. The client only by
@@ -27,22 +30,22 @@ TunedServer::HeadState TunedServer::start_miss(Idle& idle, int fd) {
   event.data.fd = origin;
   if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, origin, &event) != 0) {
     log_line("epoll_ctl for an origin connection failed; a worker waits for its answer");
-    return HeadState::ready;  // dispatch() takes the miss along
+    return false;
   }
   event.events = EPOLLRDHUP | EPOLLONESHOT;
   event.data.fd = fd;
   if (::epoll_ctl(epoll_fd_, client.in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &event) != 0) {
     ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, origin, nullptr);
     log_line("epoll_ctl for a client failed; a worker waits for its origin's answer");
-    return HeadState::ready;
+    return false;
   }
   client.in_epoll = true;
   const auto index = static_cast<std::size_t>(origin);
   if (index >= origin_owner_.size()) origin_owner_.resize(index + 1, -1);
   origin_owner_[index] = fd;
-  idle.miss_sent = idle.origin_progress = Clock::now();
+  client.miss_sent = client.origin_progress = Clock::now();
   misses_waiting_.fetch_add(1, std::memory_order_relaxed);
-  return HeadState::waiting_origin;
+  return true;
 }
 
 void TunedServer::origin_readable(int origin) {
@@ -51,7 +54,7 @@ void TunedServer::origin_readable(int origin) {
   bool progressed = false;
   const MissRead read = read_miss_now(*idle.client.miss, progressed);
   const auto now = Clock::now();
-  if (progressed) idle.origin_progress = now;
+  if (progressed) idle.client.origin_progress = now;
   if (read == MissRead::waiting) return;
   // Out of epoll before the connection can go back to the origin pool, and another thread.
   stop_watching_origin(idle);
@@ -62,17 +65,17 @@ void TunedServer::origin_readable(int origin) {
   }
   const HitOutcome outcome = complete_miss_now(idle.client.connection, std::move(idle.client.miss),
                                                server_.cache(), options_, server_.stats());
-  latency_.observe(Clock::now() - idle.miss_sent);
+  latency_.observe(Clock::now() - idle.client.miss_sent);
   poller_misses_.fetch_add(1, std::memory_order_relaxed);
   if (outcome == HitOutcome::failed) {
     free_slot(fd);
     return;
   }
   idle.since = now;  // the idle timeout runs from the last response
-  // As after a hit: a pipelined request already read is next; else wait for one (or for the
-  // client to take the rest of this response).
-  settle(fd, outcome == HitOutcome::served && !idle.head.empty() ? HeadState::ready
-                                                                  : HeadState::more);
+  if (!idle.head.empty()) idle.first_byte = now;  // a pipelined head: its own client timeout
+  // Then as for any parked connection: the rest of this response, or the next request — one
+  // already read (pipelined), one arrived meanwhile, or a wait in epoll for it.
+  readable(fd);
 }
 
 void TunedServer::stop_watching_origin(Idle& idle) {
@@ -80,6 +83,11 @@ void TunedServer::stop_watching_origin(Idle& idle) {
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, origin, nullptr);
   origin_owner_[static_cast<std::size_t>(origin)] = -1;
   misses_waiting_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void TunedServer::free_slot(int fd) {
+  idle_[static_cast<std::size_t>(fd)].reset();  // destroying a Client closes it, leaving epoll
+  idle_count_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 }  // namespace proxy

@@ -39,7 +39,6 @@ TunedServer::HeadState TunedServer::read_head(Idle& idle) {
   // Past this, parse_request has its verdict (414 or 431) whatever follows.
   const std::size_t most = limits.max_header_bytes + limits.max_request_line;
   std::array<char, 16 * 1024> chunk;
-  bool fresh = false;
   bool ended = false;  // the client closed its side (a FIN): a whole head before it still counts
   while (idle.head.size() <= most) {
     const ssize_t n = ::recv(idle.client.connection.socket().fd(), chunk.data(), chunk.size(),
@@ -47,7 +46,6 @@ TunedServer::HeadState TunedServer::read_head(Idle& idle) {
     if (n > 0) {
       if (idle.head.empty()) idle.first_byte = Clock::now();
       idle.head.append(chunk.data(), static_cast<std::size_t>(n));
-      fresh = true;
       if (static_cast<std::size_t>(n) < chunk.size()) break;  // most likely all there is
       continue;
     }
@@ -61,7 +59,9 @@ TunedServer::HeadState TunedServer::read_head(Idle& idle) {
   }
   idle.head.erase(0, leading_empty_lines(idle.head));  // RFC 9112 §2.2
   const HeadState wait = ended ? HeadState::closed : HeadState::more;
-  if (!fresh || idle.head.empty()) return wait;
+  // Parsed even when nothing new arrived: the bytes held may be a pipelined request that a
+  // miss on the poller read ahead of (poller_misses.cpp), not yet looked at.
+  if (idle.head.empty()) return wait;
   if (idle.head.size() > most) return HeadState::ready;
   Request request;
   const RequestParseResult parsed = parse_request(idle.head, request, limits);

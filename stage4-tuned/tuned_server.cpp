@@ -244,7 +244,7 @@ void TunedServer::park(Client client) {
   const auto index = static_cast<std::size_t>(fd);
   if (index >= idle_.size()) idle_.resize(index + 1);
   const auto now = Clock::now();
-  idle_[index] = std::make_unique<Idle>(Idle{std::move(client), now, now, {}, {}, {}});
+  idle_[index] = std::make_unique<Idle>(Idle{std::move(client), now, now, {}});
   idle_count_.fetch_add(1, std::memory_order_relaxed);
   readable(fd);
 }
@@ -261,16 +261,12 @@ void TunedServer::readable(int fd) {
     free_slot(fd);
     return;
   }
-  settle(fd, idle.client.connection.has_unsent() ? send_unsent(idle) : read_head(idle));
-}
-
-void TunedServer::settle(int fd, HeadState state) {
-  Idle& idle = *idle_[static_cast<std::size_t>(fd)];
+  HeadState state =
+      idle.client.connection.has_unsent() ? send_unsent(idle) : read_head(idle);
   if (state == HeadState::ready) state = answer_hit(idle);
-  if (state == HeadState::ready && config_.poller_misses) state = start_miss(idle, fd);
+  // A plain miss whose origin has a kept connection: sent from here (poller_misses.cpp).
+  if (state == HeadState::ready && config_.poller_misses && start_miss(idle, fd)) return;
   switch (state) {
-    case HeadState::waiting_origin:
-      return;
     case HeadState::ready:
       dispatch(idle);
       break;
@@ -293,12 +289,8 @@ void TunedServer::settle(int fd, HeadState state) {
       break;
     }
   }
-  free_slot(fd);
-}
-
-// Dispatched or closed: the slot is free (destroying a Client closes it and leaves epoll).
-void TunedServer::free_slot(int fd) {
-  idle_[static_cast<std::size_t>(fd)].reset();
+  // Dispatched or closed: the slot is free (destroying a Client closes it and leaves epoll).
+  idle_[index].reset();
   idle_count_.fetch_sub(1, std::memory_order_relaxed);
 }
 
@@ -428,7 +420,7 @@ void TunedServer::close_idle(Clock::time_point now) {
     if (idle->client.miss) {
       // No byte from its origin for the origin timeout: a worker answers 504 (or cuts a stalled
       // body), as its own read would have.
-      if (now - idle->origin_progress < options_.origin_timeout) continue;
+      if (now - idle->client.origin_progress < options_.origin_timeout) continue;
       stop_watching_origin(*idle);
       idle->client.origin_timed_out = true;
       dispatch(*idle);

@@ -95,6 +95,8 @@ class TunedServer {
           in_epoll(other.in_epoll),
           miss(std::move(other.miss)),
           origin_timed_out(other.origin_timed_out),
+          miss_sent(other.miss_sent),
+          origin_progress(other.origin_progress),
           open_(std::exchange(other.open_, nullptr)) {}
     Client& operator=(Client&& other) noexcept {
       if (this != &other) {
@@ -103,6 +105,8 @@ class TunedServer {
         in_epoll = other.in_epoll;
         miss = std::move(other.miss);
         origin_timed_out = other.origin_timed_out;
+        miss_sent = other.miss_sent;
+        origin_progress = other.origin_progress;
         open_ = std::exchange(other.open_, nullptr);
       }
       return *this;
@@ -114,6 +118,10 @@ class TunedServer {
     /// with one goes on with it (finish_miss).
     PendingMiss miss;
     bool origin_timed_out = false;  ///< the poller waited the origin timeout for it in vain
+    /// While `miss` waits on its origin: when it went out, and when a byte last came back (the
+    /// origin timeout runs from it).
+    std::chrono::steady_clock::time_point miss_sent{};
+    std::chrono::steady_clock::time_point origin_progress{};
    private:
     void release_place() noexcept {
       connection = ClientConnection(Socket());  // close first, then count it gone
@@ -129,19 +137,13 @@ class TunedServer {
     std::chrono::steady_clock::time_point since;       // parked at; the idle timeout runs from it
     std::chrono::steady_clock::time_point first_byte;  // of `head`; the client timeout runs from it
     std::string head;
-    // While client.miss waits on its origin: when it went out, and when a byte last came back
-    // (the origin timeout runs from it).
-    std::chrono::steady_clock::time_point miss_sent;
-    std::chrono::steady_clock::time_point origin_progress;
   };
   // A connection with a whole request head, waiting for a worker.
   struct Job {
     Client client;
     std::chrono::steady_clock::time_point queued_at;
   };
-  // more: wait in epoll; ready: a whole request head for a worker; closed; waiting_origin: a
-  // miss sent by the poller, its origin watched.
-  enum class HeadState { more, ready, closed, waiting_origin };
+  enum class HeadState { more, ready, closed };
   // The poller does its housekeeping (timeouts, sizing, the shedder) at least this often, in ms.
   static constexpr int kTickMs = 50;
 
@@ -149,11 +151,11 @@ class TunedServer {
   void accept_ready();                // on the poller
   void park(Client client);           // on the poller: wait in epoll for the next request
   void readable(int fd);              // on the poller: bytes (or an end) on a parked connection
-  void settle(int fd, HeadState state);  // on the poller: what `state` asks, then re-arm or free
-  void free_slot(int fd);             // on the poller: the connection is a worker's, or closed
-  HeadState start_miss(Idle& idle, int fd);  // on the poller: a miss sent without a worker
-  void origin_readable(int origin_fd);      // on the poller: its origin's answer, or part of it
-  void stop_watching_origin(Idle& idle);    // on the poller: before the miss leaves it
+  // Misses without a worker (poller_misses.cpp), on the poller.
+  bool start_miss(Idle& idle, int fd);    // true: sent, and the connection waits on its origin
+  void origin_readable(int origin_fd);    // its origin's answer, or part of it
+  void stop_watching_origin(Idle& idle);  // before the miss leaves the poller
+  void free_slot(int fd);                 // the connection is a worker's now, or closed
   HeadState read_head(Idle& idle);    // on the poller: reads what has arrived, never waits
   HeadState answer_hit(Idle& idle);   // on the poller: a hit, answered without a worker
   HeadState send_unsent(Idle& idle);  // on the poller: the rest of a hit, when writable
