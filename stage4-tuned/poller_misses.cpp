@@ -66,11 +66,11 @@ void TunedServer::origin_readable(int origin) {
   const HitOutcome outcome = complete_miss_now(idle.client.connection, std::move(idle.client.miss),
                                                server_.cache(), options_, server_.stats());
   latency_.observe(Clock::now() - idle.client.miss_sent);
-  poller_misses_.fetch_add(1, std::memory_order_relaxed);
-  if (outcome == HitOutcome::failed) {
+  if (outcome == HitOutcome::failed) {  // the client went away: nothing was relayed
     free_slot(fd);
     return;
   }
+  poller_misses_.fetch_add(1, std::memory_order_relaxed);
   idle.since = now;  // the idle timeout runs from the last response
   if (!idle.head.empty()) idle.first_byte = now;  // a pipelined head: its own client timeout
   // Then as for any parked connection: the rest of this response, or the next request — one
