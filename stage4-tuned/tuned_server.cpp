@@ -4,6 +4,7 @@
 // descriptors) in machine_limits.cpp.
 #include "tuned_server.h"
 
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -52,6 +53,13 @@ bool epoll_client(int epoll_fd, int op, int fd, std::uint32_t events) noexcept {
   if (::epoll_ctl(epoll_fd, op, fd, &event) == 0) return true;
   log_line(std::string("epoll_ctl for a client: ") + std::strerror(errno) + "; closing it");
   return false;
+}
+
+// Whether the peer of connected socket `fd` has hung up (or half-closed, or the socket failed)
+// by now: poll(2) with no wait reports the same conditions EPOLLRDHUP, EPOLLHUP and EPOLLERR do.
+bool peer_hung_up(int fd) noexcept {
+  pollfd watched{fd, POLLRDHUP, 0};
+  return ::poll(&watched, 1, 0) > 0 && (watched.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 std::size_t initial_workers(const TunedConfig& config) {
@@ -255,7 +263,12 @@ void TunedServer::readable(int fd) {
   Idle& idle = *idle_[index];
   if (idle.client.miss) {
     // Its miss is watched for the client's hang-up only (start_miss): the origin request is
-    // dropped, as a worker drops it (ProxyOptions::drop_abandoned).
+    // dropped, as a worker drops it (ProxyOptions::drop_abandoned). But an event epoll_wait
+    // returned may belong to this descriptor number's previous owner, closed earlier in the same
+    // batch — a client, or a dropped miss's origin connection — since accept(2) hands out the
+    // lowest free number at once. Only a hang-up this socket shows now counts; its own
+    // registration has not fired, so it is still armed.
+    if (!peer_hung_up(fd)) return;
     stop_watching_origin(idle);
     drop_miss(idle.client.connection, std::move(idle.client.miss), options_, server_.stats());
     free_slot(fd);
