@@ -433,9 +433,15 @@ void TunedServer::close_idle(Clock::time_point now) {
     if (idle->client.miss) {
       // No byte from its origin for the origin timeout: a worker answers 504 (or cuts a stalled
       // body), as its own read would have.
-      if (now - idle->client.origin_progress < options_.origin_timeout) continue;
+      const bool timed_out = now - idle->client.origin_progress >= options_.origin_timeout;
+      // An answer begun a tick ago and not whole yet is still arriving — a slow body, or a
+      // stream such as server-sent events that may never reach 128 KiB: a worker relays it as
+      // it comes, where the poller would hold all of it back until its end.
+      const bool arriving = idle->client.answer_began != Clock::time_point{} &&
+                            now - idle->client.answer_began >= Millis{kTickMs};
+      if (!timed_out && !arriving) continue;
       stop_watching_origin(*idle);
-      idle->client.origin_timed_out = true;
+      idle->client.origin_timed_out = timed_out;
       dispatch(*idle);
     } else if (idle->client.connection.has_unsent()) {
       // A response going out, not an idle connection: given up on only when the client took

@@ -519,6 +519,10 @@ class ScriptedOrigin {
       buffer_.append(chunk.data(), got.bytes);
     }
   }
+  /// Sends `bytes` as they are: part of an answer.
+  bool send(const std::string& bytes) {
+    return connection_.write_all(bytes, kDeadline).status == proxy::IoStatus::ok;
+  }
   /// Answers 200 with `body`, not to be stored (each test request is a miss).
   bool answer(const std::string& body) {
     const std::string response = "HTTP/1.1 200 OK\r\nCache-Control: no-store\r\nContent-Length: " +
@@ -588,6 +592,45 @@ TEST_P(TunedStage, KeepsAPollerMissWhenAnEventOfItsDescriptorsLastOwnerComesLate
   EXPECT_EQ(answer[0].status, 200);
   EXPECT_EQ(answer[0].body, "two");
   EXPECT_THAT(stage_log(), Not(HasSubstr("GET " + origin.url("/two") + ": client hung up")));
+}
+
+// A poller miss whose answer has begun but is still arriving (a stream, here chunked) reaches
+// the client as it comes, as a worker's does: the poller holds only answers that arrive whole.
+TEST_P(TunedStage, RelaysAPollerMissWhoseBodyIsStillArrivingAsItComes) {
+  start_stage({"--workers", "1", "--origin-timeout-ms", "60000"});
+  ScriptedOrigin origin;
+  proxy::Socket warm = send_request(proxy_port(), proxy_get(origin.url("/warm")));
+  ASSERT_TRUE(origin.accept());
+  ASSERT_THAT(origin.next_head(), HasSubstr("GET /warm "));
+  ASSERT_TRUE(origin.answer("ok"));
+  ASSERT_EQ(read_framed(warm, 1, kDeadline).size(), 1u);
+  ASSERT_TRUE(wait_for_metric("proxy_origin_connections_idle", 1));
+  proxy::Socket client = send_request(proxy_port(), proxy_get(origin.url("/events")));
+  ASSERT_THAT(origin.next_head(), HasSubstr("GET /events "));
+  ASSERT_EQ(metrics()["proxy_poller_misses_waiting"], 1) << "not the poller's miss";
+  ASSERT_TRUE(origin.send("HTTP/1.1 200 OK\r\nCache-Control: no-store\r\n"
+                          "Transfer-Encoding: chunked\r\n\r\n6\r\nfirst\n\r\n"));
+  // The first event, while the origin sends nothing more.
+  std::string seen;
+  std::array<char, 4096> chunk;
+  const auto until = std::chrono::steady_clock::now() + kLive;
+  while (seen.find("first\n") == std::string::npos) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    auto got = client.read_some(chunk, std::max(left, std::chrono::milliseconds(0)));
+    if (got.status != proxy::IoStatus::ok) break;
+    seen.append(chunk.data(), got.bytes);
+  }
+  ASSERT_THAT(seen, HasSubstr("first\n")) << "the stream's first event was held back";
+  EXPECT_THAT(seen, HasSubstr("HTTP/1.1 200 OK"));
+  ASSERT_TRUE(origin.send("7\r\nsecond\n\r\n0\r\n\r\n"));
+  while (seen.find("0\r\n\r\n") == std::string::npos) {
+    auto got = client.read_some(chunk, kDeadline);
+    if (got.status != proxy::IoStatus::ok) break;
+    seen.append(chunk.data(), got.bytes);
+  }
+  EXPECT_THAT(seen, HasSubstr("second\n")) << seen;
+  EXPECT_THAT(seen, HasSubstr("0\r\n\r\n")) << seen;
 }
 
 TEST_P(TunedStage, ServesEveryMissOnAWorkerWithNoPollerMisses) {
