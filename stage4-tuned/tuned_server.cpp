@@ -396,8 +396,11 @@ void TunedServer::serve(Job job) {
                               std::exchange(client.origin_timed_out, false))
                 : serve_request(connection, cache, options_, stats);
     if (resumed || connection.requests() != before) {
-      const auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - began);
-      latency_.observe(took);
+      const auto now = Clock::now();
+      const auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(now - began);
+      // A miss the poller sent waited there for its origin first (up to the origin timeout, for
+      // a 504): its request's duration runs from then, as a miss the poller finishes does.
+      latency_.observe(resumed ? now - client.miss_sent : now - began);
       worker_requests_.fetch_add(1, std::memory_order_relaxed);
       worker_nanoseconds_.fetch_add(static_cast<std::uint64_t>(took.count()),
                                     std::memory_order_relaxed);

@@ -633,6 +633,27 @@ TEST_P(TunedStage, RelaysAPollerMissWhoseBodyIsStillArrivingAsItComes) {
   EXPECT_THAT(seen, HasSubstr("0\r\n\r\n")) << seen;
 }
 
+// A poller miss a worker finishes (here the 504 after the origin timeout) is counted in
+// proxy_request_duration_seconds from when the poller sent it, not from the worker's part.
+TEST_P(TunedStage, TimesAPollerMissAWorkerFinishesFromWhenItWasSent) {
+  start_stage({"--workers", "1", "--origin-timeout-ms", "300"});
+  keep_an_origin_connection(*this);
+  const double before = metrics()["proxy_request_duration_seconds_sum"];
+  proxy::Socket client = send_request(proxy_port(), proxy_get(origin_url("/stall")));
+  std::optional<HttpResponse> answer = read_response(client, kDeadline);
+  ASSERT_TRUE(answer.has_value());
+  ASSERT_EQ(answer->status, 504);
+  // Observed once the worker is done, which may be just after the client has the 504.
+  double grew = 0;
+  EXPECT_TRUE(metrics_until(
+      [&](const Exposition& m) {
+        grew = m["proxy_request_duration_seconds_sum"] - before;
+        return grew >= 0.3;
+      },
+      [](const Exposition&) {}, kLive))
+      << "the 504 after a 300 ms wait counted " << grew << " s";
+}
+
 TEST_P(TunedStage, ServesEveryMissOnAWorkerWithNoPollerMisses) {
   start_stage({"--workers", "1", "--no-poller-misses"});
   keep_an_origin_connection(*this);
