@@ -121,8 +121,8 @@ enum class HitOutcome {
   failed        ///< the client's socket failed mid-answer: close the connection
 };
 
-/// A miss stage 4's poller has sent to its origin and waits on without a thread (proxy.h,
-/// start_miss_now; defined in serve_miss_now.cpp). Owned by one thread at a time.
+/// A miss stage 4's poller has sent to its origin and waits on without a thread
+/// (start_miss_now below; defined in serve_miss_now.cpp). Owned by one thread at a time.
 struct MissInFlight;
 /// Destroying a MissInFlight closes its origin connection (never given back to the pool).
 struct MissInFlightDeleter {
@@ -243,9 +243,10 @@ HitOutcome complete_miss_now(ClientConnection& connection, PendingMiss miss, Cac
                              const ProxyOptions& options, ProxyStats& stats);
 
 /// Goes on with a miss on a worker, blocking, exactly as serve_request would have from the
-/// moment its request went out (a kept connection the origin closed is retried once, 502, a streamed body);
-/// `origin_timed_out` when the poller waited options.origin_timeout for a byte in vain: 504.
-/// Returns as serve_request.
+/// moment its request went out (a kept connection the origin closed is retried once on a new
+/// one; 502; a large body streamed). `origin_timed_out` when the poller waited
+/// options.origin_timeout for a byte in vain: 504 if no response head came, else the stalled
+/// body is cut at once. Returns as serve_request.
 bool finish_miss(ClientConnection& connection, PendingMiss miss, Cache& cache,
                  const ProxyOptions& options, ProxyStats& stats, bool origin_timed_out);
 

@@ -127,7 +127,6 @@ void finish_origin(Context& ctx, OriginConnection origin);
 /// Answers 504: the origin sent no response head within ctx.options.origin_timeout.
 void reply_origin_timeout(Context& ctx);
 
-
 // ---- Caching steps, RFC 9111 (caching.cpp; the rules are in http_cache_rules.h) ----
 
 /// Sends a stored response: its head, Age, our framing, Via and X-Cache: HIT, then the body
