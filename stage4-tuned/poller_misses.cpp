@@ -44,6 +44,7 @@ bool TunedServer::start_miss(Idle& idle, int fd) {
   if (index >= origin_owner_.size()) origin_owner_.resize(index + 1, -1);
   origin_owner_[index] = fd;
   client.miss_sent = client.origin_progress = Clock::now();
+  client.answer_began = {};
   misses_waiting_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
@@ -54,7 +55,10 @@ void TunedServer::origin_readable(int origin) {
   bool progressed = false;
   const MissRead read = read_miss_now(*idle.client.miss, progressed);
   const auto now = Clock::now();
-  if (progressed) idle.client.origin_progress = now;
+  if (progressed) {
+    idle.client.origin_progress = now;
+    if (idle.client.answer_began == Clock::time_point{}) idle.client.answer_began = now;
+  }
   if (read == MissRead::waiting) return;
   // Out of epoll before the connection can go back to the origin pool, and another thread.
   stop_watching_origin(idle);

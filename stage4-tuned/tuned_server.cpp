@@ -4,6 +4,7 @@
 // descriptors) in machine_limits.cpp.
 #include "tuned_server.h"
 
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -52,6 +53,13 @@ bool epoll_client(int epoll_fd, int op, int fd, std::uint32_t events) noexcept {
   if (::epoll_ctl(epoll_fd, op, fd, &event) == 0) return true;
   log_line(std::string("epoll_ctl for a client: ") + std::strerror(errno) + "; closing it");
   return false;
+}
+
+// Whether the peer of connected socket `fd` has hung up (or half-closed, or the socket failed)
+// by now: poll(2) with no wait reports the same conditions EPOLLRDHUP, EPOLLHUP and EPOLLERR do.
+bool peer_hung_up(int fd) noexcept {
+  pollfd watched{fd, POLLRDHUP, 0};
+  return ::poll(&watched, 1, 0) > 0 && (watched.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 std::size_t initial_workers(const TunedConfig& config) {
@@ -255,7 +263,12 @@ void TunedServer::readable(int fd) {
   Idle& idle = *idle_[index];
   if (idle.client.miss) {
     // Its miss is watched for the client's hang-up only (start_miss): the origin request is
-    // dropped, as a worker drops it (ProxyOptions::drop_abandoned).
+    // dropped, as a worker drops it (ProxyOptions::drop_abandoned). But an event epoll_wait
+    // returned may belong to this descriptor number's previous owner, closed earlier in the same
+    // batch — a client, or a dropped miss's origin connection — since accept(2) hands out the
+    // lowest free number at once. Only a hang-up this socket shows now counts; its own
+    // registration has not fired, so it is still armed.
+    if (!peer_hung_up(fd)) return;
     stop_watching_origin(idle);
     drop_miss(idle.client.connection, std::move(idle.client.miss), options_, server_.stats());
     free_slot(fd);
@@ -383,8 +396,11 @@ void TunedServer::serve(Job job) {
                               std::exchange(client.origin_timed_out, false))
                 : serve_request(connection, cache, options_, stats);
     if (resumed || connection.requests() != before) {
-      const auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - began);
-      latency_.observe(took);
+      const auto now = Clock::now();
+      const auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(now - began);
+      // A miss the poller sent waited there for its origin first (up to the origin timeout, for
+      // a 504): its request's duration runs from then, as a miss the poller finishes does.
+      latency_.observe(resumed ? now - client.miss_sent : now - began);
       worker_requests_.fetch_add(1, std::memory_order_relaxed);
       worker_nanoseconds_.fetch_add(static_cast<std::uint64_t>(took.count()),
                                     std::memory_order_relaxed);
@@ -420,9 +436,15 @@ void TunedServer::close_idle(Clock::time_point now) {
     if (idle->client.miss) {
       // No byte from its origin for the origin timeout: a worker answers 504 (or cuts a stalled
       // body), as its own read would have.
-      if (now - idle->client.origin_progress < options_.origin_timeout) continue;
+      const bool timed_out = now - idle->client.origin_progress >= options_.origin_timeout;
+      // An answer begun a tick ago and not whole yet is still arriving — a slow body, or a
+      // stream such as server-sent events that may never reach 128 KiB: a worker relays it as
+      // it comes, where the poller would hold all of it back until its end.
+      const bool arriving = idle->client.answer_began != Clock::time_point{} &&
+                            now - idle->client.answer_began >= Millis{kTickMs};
+      if (!timed_out && !arriving) continue;
       stop_watching_origin(*idle);
-      idle->client.origin_timed_out = true;
+      idle->client.origin_timed_out = timed_out;
       dispatch(*idle);
     } else if (idle->client.connection.has_unsent()) {
       // A response going out, not an idle connection: given up on only when the client took

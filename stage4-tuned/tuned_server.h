@@ -97,6 +97,7 @@ class TunedServer {
           origin_timed_out(other.origin_timed_out),
           miss_sent(other.miss_sent),
           origin_progress(other.origin_progress),
+          answer_began(other.answer_began),
           open_(std::exchange(other.open_, nullptr)) {}
     Client& operator=(Client&& other) noexcept {
       if (this != &other) {
@@ -107,6 +108,7 @@ class TunedServer {
         origin_timed_out = other.origin_timed_out;
         miss_sent = other.miss_sent;
         origin_progress = other.origin_progress;
+        answer_began = other.answer_began;
         open_ = std::exchange(other.open_, nullptr);
       }
       return *this;
@@ -122,6 +124,9 @@ class TunedServer {
     /// origin timeout runs from it).
     std::chrono::steady_clock::time_point miss_sent{};
     std::chrono::steady_clock::time_point origin_progress{};
+    /// When its answer's first byte came (zero until then): an answer not whole a tick later is
+    /// still arriving, and a worker relays it as it comes (close_idle).
+    std::chrono::steady_clock::time_point answer_began{};
    private:
     void release_place() noexcept {
       connection = ClientConnection(Socket());  // close first, then count it gone

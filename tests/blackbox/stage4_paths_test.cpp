@@ -3,6 +3,11 @@
 // tunnels), and the fast paths — hits answered on the poller, origin connections kept for the
 // next request (RFC 9112 §9.3). The fixture is in tuned_stage.h; the suite is instantiated in
 // stage4_tuned_test.cpp.
+#include <signal.h>
+
+#include <fstream>
+#include <iterator>
+
 #include "tuned_stage.h"
 
 namespace testing_support {
@@ -10,6 +15,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // ---- Liveness: what a slow origin or a slow client may not take from everyone else ----
 // The stuck requests below wait on an origin that holds them far longer (--origin-timeout-ms
@@ -475,6 +481,177 @@ TEST_P(TunedStage, AnswersAPollerMiss504AfterTheOriginTimeout) {
   EXPECT_EQ(answer->status, 504);
   EXPECT_THAT(answer->body, HasSubstr("origin did not answer within 300 ms"));
   EXPECT_TRUE(closed_by_peer(client, kDeadline));
+}
+
+// An origin the test scripts step by step on one kept connection: the proxy's connection to it
+// is accepted, then each request head read and each answer written when the test says so.
+class ScriptedOrigin {
+ public:
+  ScriptedOrigin() : listener_(proxy::listen_tcp("127.0.0.1", 0)) {}
+  [[nodiscard]] std::string url(const std::string& path) const {
+    return "http://127.0.0.1:" + std::to_string(proxy::local_port(listener_)) + path;
+  }
+  /// Accepts the proxy's connection, within kDeadline.
+  bool accept() {
+    pollfd ready{listener_.fd(), POLLIN, 0};
+    if (::poll(&ready, 1, static_cast<int>(kDeadline / std::chrono::milliseconds(1))) != 1) {
+      return false;
+    }
+    std::optional<proxy::Socket> socket = proxy::accept_client(listener_, -1);
+    if (!socket) return false;
+    connection_ = std::move(*socket);
+    return true;
+  }
+  /// The next request head on the connection (empty when none came within kDeadline).
+  std::string next_head() {
+    const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+    std::array<char, 4096> chunk;
+    for (;;) {
+      if (const std::size_t end = buffer_.find("\r\n\r\n"); end != std::string::npos) {
+        std::string head = buffer_.substr(0, end + 4);
+        buffer_.erase(0, end + 4);
+        return head;
+      }
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      auto got = connection_.read_some(chunk, std::max(left, std::chrono::milliseconds(0)));
+      if (got.status != proxy::IoStatus::ok) return {};
+      buffer_.append(chunk.data(), got.bytes);
+    }
+  }
+  /// Sends `bytes` as they are: part of an answer.
+  bool send(const std::string& bytes) {
+    return connection_.write_all(bytes, kDeadline).status == proxy::IoStatus::ok;
+  }
+  /// Answers 200 with `body`, not to be stored (each test request is a miss).
+  bool answer(const std::string& body) {
+    const std::string response = "HTTP/1.1 200 OK\r\nCache-Control: no-store\r\nContent-Length: " +
+                                 std::to_string(body.size()) + "\r\n\r\n" + body;
+    return connection_.write_all(response, kDeadline).status == proxy::IoStatus::ok;
+  }
+
+ private:
+  proxy::Socket listener_;
+  proxy::Socket connection_;
+  std::string buffer_;
+};
+
+// Whether process `pid` is stopped (SIGSTOP), from /proc/PID/stat's state field.
+bool process_stopped(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const std::size_t name_end = text.rfind(')');
+  return name_end != std::string::npos && name_end + 2 < text.size() && text[name_end + 2] == 'T';
+}
+
+// One epoll_wait can return an event for a descriptor that an earlier event in the same batch
+// closed, and that accept(2) has since handed to a new client (the lowest free number). Here,
+// with the stage stopped, three things happen in order: the origin answers client 1's poller
+// miss, client 2 connects and sends a miss, client 1 hangs up. Resumed, the poller relays
+// client 1's answer and closes it, accepts client 2 on the same number and sends its miss on
+// the kept connection; client 1's hang-up, still in the batch, must not drop client 2's miss.
+TEST_P(TunedStage, KeepsAPollerMissWhenAnEventOfItsDescriptorsLastOwnerComesLate) {
+  start_stage({"--workers", "1", "--origin-timeout-ms", "60000"});
+  ScriptedOrigin origin;
+  // /metrics on one connection kept open: no descriptor of the stage's is freed meanwhile, so
+  // client 1's is the lowest free one when client 2 arrives.
+  proxy::Socket monitor = send_request(proxy_port(), "");
+  auto metric = [&](const std::string& name) {
+    const std::string request = "GET /metrics HTTP/1.1\r\nHost: proxy\r\n\r\n";
+    EXPECT_EQ(monitor.write_all(request, kDeadline).status, proxy::IoStatus::ok);
+    std::vector<HttpResponse> r = read_framed(monitor, 1, kDeadline);
+    return r.empty() ? std::nan("") : parse_exposition(r[0].body)[name];
+  };
+  // A worker's miss leaves the origin connection kept.
+  proxy::Socket warm = send_request(proxy_port(), proxy_get(origin.url("/warm")));
+  ASSERT_TRUE(origin.accept());
+  ASSERT_THAT(origin.next_head(), HasSubstr("GET /warm "));
+  ASSERT_TRUE(origin.answer("ok"));
+  ASSERT_EQ(read_framed(warm, 1, kDeadline).size(), 1u);
+  ASSERT_TRUE(wait_until([&] { return metric("proxy_origin_connections_idle") >= 1; }, kDeadline));
+  // Client 1's miss, sent by the poller on it.
+  proxy::Socket first = send_request(proxy_port(), proxy_get(origin.url("/one")));
+  ASSERT_THAT(origin.next_head(), HasSubstr("GET /one "));
+  ASSERT_EQ(metric("proxy_poller_misses_waiting"), 1);
+
+  stage_->send_signal(SIGSTOP);
+  struct Resume {
+    harness::Process& stage;
+    ~Resume() { stage.send_signal(SIGCONT); }
+  } resume{*stage_};
+  ASSERT_TRUE(wait_until([&] { return process_stopped(stage_->pid()); }, kDeadline));
+  ASSERT_TRUE(origin.answer("one"));
+  proxy::Socket second = send_request(proxy_port(), proxy_get(origin.url("/two")));
+  first.close();
+  stage_->send_signal(SIGCONT);
+
+  ASSERT_THAT(origin.next_head(), HasSubstr("GET /two "));
+  ASSERT_TRUE(origin.answer("two"));
+  std::vector<HttpResponse> answer = read_framed(second, 1, kDeadline);
+  ASSERT_EQ(answer.size(), 1u) << "client 2's miss was dropped for client 1's hang-up";
+  EXPECT_EQ(answer[0].status, 200);
+  EXPECT_EQ(answer[0].body, "two");
+  EXPECT_THAT(stage_log(), Not(HasSubstr("GET " + origin.url("/two") + ": client hung up")));
+}
+
+// A poller miss whose answer has begun but is still arriving (a stream, here chunked) reaches
+// the client as it comes, as a worker's does: the poller holds only answers that arrive whole.
+TEST_P(TunedStage, RelaysAPollerMissWhoseBodyIsStillArrivingAsItComes) {
+  start_stage({"--workers", "1", "--origin-timeout-ms", "60000"});
+  ScriptedOrigin origin;
+  proxy::Socket warm = send_request(proxy_port(), proxy_get(origin.url("/warm")));
+  ASSERT_TRUE(origin.accept());
+  ASSERT_THAT(origin.next_head(), HasSubstr("GET /warm "));
+  ASSERT_TRUE(origin.answer("ok"));
+  ASSERT_EQ(read_framed(warm, 1, kDeadline).size(), 1u);
+  ASSERT_TRUE(wait_for_metric("proxy_origin_connections_idle", 1));
+  proxy::Socket client = send_request(proxy_port(), proxy_get(origin.url("/events")));
+  ASSERT_THAT(origin.next_head(), HasSubstr("GET /events "));
+  ASSERT_EQ(metrics()["proxy_poller_misses_waiting"], 1) << "not the poller's miss";
+  ASSERT_TRUE(origin.send("HTTP/1.1 200 OK\r\nCache-Control: no-store\r\n"
+                          "Transfer-Encoding: chunked\r\n\r\n6\r\nfirst\n\r\n"));
+  // The first event, while the origin sends nothing more.
+  std::string seen;
+  std::array<char, 4096> chunk;
+  const auto until = std::chrono::steady_clock::now() + kLive;
+  while (seen.find("first\n") == std::string::npos) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    auto got = client.read_some(chunk, std::max(left, std::chrono::milliseconds(0)));
+    if (got.status != proxy::IoStatus::ok) break;
+    seen.append(chunk.data(), got.bytes);
+  }
+  ASSERT_THAT(seen, HasSubstr("first\n")) << "the stream's first event was held back";
+  EXPECT_THAT(seen, HasSubstr("HTTP/1.1 200 OK"));
+  ASSERT_TRUE(origin.send("7\r\nsecond\n\r\n0\r\n\r\n"));
+  while (seen.find("0\r\n\r\n") == std::string::npos) {
+    auto got = client.read_some(chunk, kDeadline);
+    if (got.status != proxy::IoStatus::ok) break;
+    seen.append(chunk.data(), got.bytes);
+  }
+  EXPECT_THAT(seen, HasSubstr("second\n")) << seen;
+  EXPECT_THAT(seen, HasSubstr("0\r\n\r\n")) << seen;
+}
+
+// A poller miss a worker finishes (here the 504 after the origin timeout) is counted in
+// proxy_request_duration_seconds from when the poller sent it, not from the worker's part.
+TEST_P(TunedStage, TimesAPollerMissAWorkerFinishesFromWhenItWasSent) {
+  start_stage({"--workers", "1", "--origin-timeout-ms", "300"});
+  keep_an_origin_connection(*this);
+  const double before = metrics()["proxy_request_duration_seconds_sum"];
+  proxy::Socket client = send_request(proxy_port(), proxy_get(origin_url("/stall")));
+  std::optional<HttpResponse> answer = read_response(client, kDeadline);
+  ASSERT_TRUE(answer.has_value());
+  ASSERT_EQ(answer->status, 504);
+  // Observed once the worker is done, which may be just after the client has the 504.
+  double grew = 0;
+  EXPECT_TRUE(metrics_until(
+      [&](const Exposition& m) {
+        grew = m["proxy_request_duration_seconds_sum"] - before;
+        return grew >= 0.3;
+      },
+      [](const Exposition&) {}, kLive))
+      << "the 504 after a 300 ms wait counted " << grew << " s";
 }
 
 TEST_P(TunedStage, ServesEveryMissOnAWorkerWithNoPollerMisses) {
