@@ -226,10 +226,11 @@ int origin_fd(const MissInFlight& miss) noexcept;
 
 /// What read_miss_now found.
 enum class MissRead {
-  waiting,      ///< the response head has not all arrived: wait for the origin again
+  waiting,      ///< the response has not all arrived: wait for the origin again (the caller
+                ///< hands a slow one to a worker: finish_miss)
   whole,        ///< the whole response is here: complete_miss_now
-  needs_worker  ///< anything else (a body still arriving, the origin closed or sent what a
-                ///< worker must judge: 1xx, malformed, close-delimited, large): finish_miss
+  needs_worker  ///< anything else (the origin closed, or sent what a worker must judge: a 1xx,
+                ///< a malformed head, a close-delimited or larger body): finish_miss
 };
 
 /// Reads what the origin has sent, never blocking, and says what to do next. `progressed` is
