@@ -93,20 +93,10 @@ PendingMiss start_miss_now(ClientConnection& connection, std::string& head,
   origin.keep_allowed = true;
   origin.may_retry = may_retry_on_new_connection(request.method, true, false, true, 0);
   if (origin.may_retry) origin.resend = out;
-  std::size_t sent = 0;
-  while (sent < out.size()) {
-    const ssize_t n = ::send(origin.socket.fd(), out.data() + sent, out.size() - sent,
-                             MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n > 0) {
-      sent += static_cast<std::size_t>(n);
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else {
-      // Full, or closed by the origin: the request goes to a worker, which takes (or makes)
-      // another connection; this one, with part of a request on it, is closed with `miss`.
-      return nullptr;
-    }
-  }
+  // Millis{0}: never waits. A socket that does not take the request at once (full, or closed
+  // by the origin) leaves it to a worker, which takes (or makes) another connection; this one,
+  // with part of a request on it, is closed with `miss`.
+  if (origin.socket.write_all(out, Millis{0}).status != IoStatus::ok) return nullptr;
   // Gone out: from here on the request is this miss's, as serve_request counts it.
   stats.requests.fetch_add(1, std::memory_order_relaxed);
   ++connection.requests_;

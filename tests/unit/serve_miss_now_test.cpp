@@ -6,12 +6,12 @@
 #include <poll.h>
 #include <sys/socket.h>
 
-#include <array>
 #include <chrono>
 #include <memory>
 #include <string>
 
 #include "cache_factory.h"
+#include "loopback_pair.h"
 #include "origin_pool.h"
 #include "origin_server.h"
 #include "proxy.h"
@@ -21,56 +21,7 @@ namespace proxy {
 namespace {
 
 using namespace std::chrono_literals;
-
-// A connected loopback pair: `server` is the proxy's end, `client` the test's.
-struct Pair {
-  ClientConnection server{Socket()};
-  Socket client;
-};
-
-Pair connected_pair() {
-  Socket listener = listen_tcp("127.0.0.1", 0);
-  ConnectResult connected = connect_tcp("127.0.0.1", local_port(listener), Millis{5'000});
-  EXPECT_EQ(connected.error, ConnectError::none) << connected.message;
-  std::optional<Socket> accepted = accept_client(listener, -1);
-  EXPECT_TRUE(accepted.has_value());
-  Pair pair;
-  pair.server = ClientConnection(std::move(*accepted));
-  pair.client = std::move(connected.socket);
-  return pair;
-}
-
-// Reads until the peer closes, or 30 s pass.
-std::string read_to_close(const Socket& socket) {
-  std::string out;
-  std::array<char, 65536> chunk;
-  const auto until = std::chrono::steady_clock::now() + 30s;
-  while (std::chrono::steady_clock::now() < until) {
-    IoResult got = socket.read_some(chunk, 1s);
-    if (got.status == IoStatus::ok) out.append(chunk.data(), got.bytes);
-    if (got.status == IoStatus::eof || got.status == IoStatus::error) break;
-  }
-  return out;
-}
-
-// Reads one response whose body is framed by Content-Length, head and body, as raw text.
-std::string read_response_text(const Socket& socket) {
-  std::string out;
-  std::array<char, 65536> chunk;
-  const auto until = std::chrono::steady_clock::now() + 30s;
-  while (std::chrono::steady_clock::now() < until) {
-    const std::size_t blank = out.find("\r\n\r\n");
-    const std::size_t length = out.find("Content-Length: ");
-    if (blank != std::string::npos && length != std::string::npos && length < blank &&
-        out.size() >= blank + 4 + std::stoul(out.substr(length + 16))) {
-      break;
-    }
-    IoResult got = socket.read_some(chunk, 1s);
-    if (got.status == IoStatus::ok) out.append(chunk.data(), got.bytes);
-    if (got.status == IoStatus::eof || got.status == IoStatus::error) break;
-  }
-  return out;
-}
+using namespace loopback;
 
 class ServeMissNow : public ::testing::Test {
  protected:
