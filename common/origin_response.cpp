@@ -38,7 +38,9 @@ enum class HeadRead {
 HeadRead read_head_once(Context& ctx, const Socket& origin, std::string& buffer,
                         ResponseHead& head, std::size_t& head_bytes, IoStatus& closed_by) {
   std::array<char, 16 * 1024> chunk;
-  bool any_byte = false;
+  // Bytes already in `buffer` (read by stage 4's poller) are the origin's answer begun: a close
+  // after them is no idle connection closing, and the request is not sent again.
+  bool any_byte = !buffer.empty();
   for (;;) {
     ResponseParseResult parsed = parse_response_head(buffer, head, kMaxResponseHead);
     if (parsed.status == ParseStatus::invalid) {

@@ -168,7 +168,7 @@ class ClientConnection {
   friend HitOutcome complete_miss_now(ClientConnection&, PendingMiss, Cache&, const ProxyOptions&,
                                       ProxyStats&);
   friend bool finish_miss(ClientConnection&, PendingMiss, Cache&, const ProxyOptions&,
-                          ProxyStats&, bool);
+                          ProxyStats&, Millis);
   friend void drop_miss(ClientConnection&, PendingMiss, const ProxyOptions&, ProxyStats&);
   Socket socket_;
   std::string peer_;
@@ -226,8 +226,9 @@ int origin_fd(const MissInFlight& miss) noexcept;
 
 /// What read_miss_now found.
 enum class MissRead {
-  waiting,      ///< the response has not all arrived: wait for the origin again (the caller
-                ///< hands a slow one to a worker: finish_miss)
+  waiting,      ///< the response head has not all arrived: wait for the origin again
+  arriving,     ///< the head has, the body not all: wait again (the caller hands a body still
+                ///< arriving after a while to a worker, which relays it as it comes)
   whole,        ///< the whole response is here: complete_miss_now
   needs_worker  ///< anything else (the origin closed, or sent what a worker must judge: a 1xx,
                 ///< a malformed head, a close-delimited or larger body): finish_miss
@@ -245,11 +246,12 @@ HitOutcome complete_miss_now(ClientConnection& connection, PendingMiss miss, Cac
 
 /// Goes on with a miss on a worker, blocking, exactly as serve_request would have from the
 /// moment its request went out (a kept connection the origin closed is retried once on a new
-/// one; 502; a large body streamed). `origin_timed_out` when the poller waited
-/// options.origin_timeout for a byte in vain: 504 if no response head came, else the stalled
-/// body is cut at once. Returns as serve_request.
+/// one; 502; a large body streamed). `origin_wait_left`: what is left of options.origin_timeout
+/// since the origin's last byte (0 or less: none). When no byte comes within it, 504 if no
+/// response head came, else the stalled body is cut at once; after that byte each read waits
+/// the whole timeout, as a worker's do. Returns as serve_request.
 bool finish_miss(ClientConnection& connection, PendingMiss miss, Cache& cache,
-                 const ProxyOptions& options, ProxyStats& stats, bool origin_timed_out);
+                 const ProxyOptions& options, ProxyStats& stats, Millis origin_wait_left);
 
 /// The client hung up while its miss waited on the origin: the origin request is dropped
 /// (nothing stored; the connection is closed, not pooled) and a line logged, as a worker does

@@ -38,16 +38,11 @@ Context miss_context(const Socket& client, const std::string& peer, const MissIn
   return ctx;
 }
 
-// Whether the final response head (past any interim 1xx) is all in `buffer`, or a malformed
-// one: either way the origin has answered, and no wait for its head is left.
-bool final_head_arrived(std::string buffer) {
-  for (;;) {
-    ResponseHead head;
-    const ResponseParseResult parsed = parse_response_head(buffer, head, kMaxResponseHead);
-    if (parsed.status != ParseStatus::complete) return parsed.status == ParseStatus::invalid;
-    if (head.status >= 200 || head.status == 101) return true;
-    buffer.erase(0, parsed.consumed);
-  }
+// Whether a response head (an interim 1xx or the final one) is all in `buffer`, or a malformed
+// one: either way the origin has answered, and relay_response has something to go on with.
+bool head_arrived(const std::string& buffer) {
+  ResponseHead head;
+  return parse_response_head(buffer, head, kMaxResponseHead).status != ParseStatus::incomplete;
 }
 
 }  // namespace
@@ -140,7 +135,7 @@ MissRead read_miss_now(MissInFlight& miss, bool& progressed) {
     case BodyKind::none:
       return MissRead::whole;
     case BodyKind::content_length:
-      return body.size() >= framing->length ? MissRead::whole : MissRead::waiting;
+      return body.size() >= framing->length ? MissRead::whole : MissRead::arriving;
     case BodyKind::chunked: {
       // An HTTP/1.0 client gets it decoded and ended by a close: a worker's job.
       if (miss.request.version_minor < 1) return MissRead::needs_worker;
@@ -148,7 +143,7 @@ MissRead read_miss_now(MissInFlight& miss, bool& progressed) {
       std::string decoded;
       const BodyReader::Result r = reader.feed(body, decoded);
       if (r.error) return MissRead::needs_worker;
-      return r.done ? MissRead::whole : MissRead::waiting;
+      return r.done ? MissRead::whole : MissRead::arriving;
     }
     default:
       return MissRead::needs_worker;  // ended by the origin's close
@@ -171,11 +166,33 @@ HitOutcome complete_miss_now(ClientConnection& connection, PendingMiss miss, Cac
 }
 
 bool finish_miss(ClientConnection& connection, PendingMiss miss, Cache& cache,
-                 const ProxyOptions& options, ProxyStats& stats, bool origin_timed_out) {
+                 const ProxyOptions& options, ProxyStats& stats, Millis origin_wait_left) {
   Socket& client = connection.socket_;
   Context ctx = miss_context(client, connection.peer_, *miss, options, stats);
   ctx.connection_requests = &connection.requests_;
-  if (origin_timed_out && !final_head_arrived(miss->buffer)) {
+  // The origin timeout runs from the origin's last byte, wherever the miss waited for it. With
+  // no head yet, the next byte is waited for only as long as is left; with a head, what has
+  // arrived goes out at once (a stream must not wait on its next piece), unless no time is
+  // left: then only a byte already here keeps the body from being cut.
+  const bool answered = head_arrived(miss->buffer);
+  bool origin_timed_out = false;
+  if (!answered || origin_wait_left <= Millis{0}) {
+    std::array<char, 16 * 1024> chunk;
+    const IoResult got = miss->origin.socket.read_some(
+        chunk, answered ? Millis{0} : std::max(origin_wait_left, Millis{0}),
+        options.drop_abandoned ? client.fd() : -1);
+    if (got.status == IoStatus::ok) miss->buffer.append(chunk.data(), got.bytes);
+    if (got.status == IoStatus::cancelled) {
+      // Nothing has gone to the client yet: it is closed, as a worker's own wait ends.
+      log_failure(ctx, "client hung up (or shutdown cut the wait) before the origin answered; "
+                       "origin request dropped, nothing stored");
+      ctx.persistent = false;
+      return end_request(client, ctx, true);
+    }
+    // A close or a reset is left for relay_response's own read to meet and judge.
+    origin_timed_out = got.status == IoStatus::timeout;
+  }
+  if (origin_timed_out && !answered) {
     reply_origin_timeout(ctx);  // what a worker's read of the head would have said
     return end_request(client, ctx, true);
   }

@@ -55,11 +55,11 @@ void TunedServer::origin_readable(int origin) {
   bool progressed = false;
   const MissRead read = read_miss_now(*idle.client.miss, progressed);
   const auto now = Clock::now();
-  if (progressed) {
-    idle.client.origin_progress = now;
-    if (idle.client.answer_began == Clock::time_point{}) idle.client.answer_began = now;
+  if (progressed) idle.client.origin_progress = now;
+  if (read == MissRead::arriving && idle.client.answer_began == Clock::time_point{}) {
+    idle.client.answer_began = now;  // its head is here: close_idle hands a slow body on
   }
-  if (read == MissRead::waiting) return;
+  if (read == MissRead::waiting || read == MissRead::arriving) return;
   // Out of epoll before the connection can go back to the origin pool, and another thread.
   stop_watching_origin(idle);
   if (read == MissRead::needs_worker) {
@@ -87,6 +87,11 @@ void TunedServer::stop_watching_origin(Idle& idle) {
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, origin, nullptr);
   origin_owner_[static_cast<std::size_t>(origin)] = -1;
   misses_waiting_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+Millis TunedServer::origin_wait_left(const Client& client, Clock::time_point now) const {
+  return options_.origin_timeout -
+         std::chrono::duration_cast<Millis>(now - client.origin_progress);
 }
 
 void TunedServer::free_slot(int fd) {

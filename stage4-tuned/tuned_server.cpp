@@ -193,7 +193,7 @@ void TunedServer::run() {
   for (Client& client : in_flight) {
     // Blocking here, one after another: Shutdown cuts every wait at the end of its grace period.
     finish_miss(client.connection, std::move(client.miss), server_.cache(), options_,
-                server_.stats(), false);
+                server_.stats(), origin_wait_left(client, Clock::now()));
   }
   pool_.shutdown();
   std::lock_guard lock(returned_mutex_);
@@ -393,7 +393,7 @@ void TunedServer::serve(Job job) {
     const bool resumed = client.miss != nullptr;
     const bool open =
         resumed ? finish_miss(connection, std::move(client.miss), cache, options_, stats,
-                              std::exchange(client.origin_timed_out, false))
+                              origin_wait_left(client, began))
                 : serve_request(connection, cache, options_, stats);
     if (resumed || connection.requests() != before) {
       const auto now = Clock::now();
@@ -437,14 +437,14 @@ void TunedServer::close_idle(Clock::time_point now) {
       // No byte from its origin for the origin timeout: a worker answers 504 (or cuts a stalled
       // body), as its own read would have.
       const bool timed_out = now - idle->client.origin_progress >= options_.origin_timeout;
-      // An answer begun a tick ago and not whole yet is still arriving — a slow body, or a
-      // stream such as server-sent events that may never reach 128 KiB: a worker relays it as
-      // it comes, where the poller would hold all of it back until its end.
+      // A head here a tick ago with its body not whole yet is still arriving — a slow body, or
+      // a stream such as server-sent events that may never reach 128 KiB: a worker relays it as
+      // it comes, where the poller would hold all of it back until its end. A head still
+      // arriving stays here, where the origin timeout runs from its last byte.
       const bool arriving = idle->client.answer_began != Clock::time_point{} &&
                             now - idle->client.answer_began >= Millis{kTickMs};
       if (!timed_out && !arriving) continue;
       stop_watching_origin(*idle);
-      idle->client.origin_timed_out = timed_out;
       dispatch(*idle);
     } else if (idle->client.connection.has_unsent()) {
       // A response going out, not an idle connection: given up on only when the client took

@@ -94,7 +94,6 @@ class TunedServer {
         : connection(std::move(other.connection)),
           in_epoll(other.in_epoll),
           miss(std::move(other.miss)),
-          origin_timed_out(other.origin_timed_out),
           miss_sent(other.miss_sent),
           origin_progress(other.origin_progress),
           answer_began(other.answer_began),
@@ -105,7 +104,6 @@ class TunedServer {
         connection = std::move(other.connection);
         in_epoll = other.in_epoll;
         miss = std::move(other.miss);
-        origin_timed_out = other.origin_timed_out;
         miss_sent = other.miss_sent;
         origin_progress = other.origin_progress;
         answer_began = other.answer_began;
@@ -119,13 +117,12 @@ class TunedServer {
     /// A miss the poller sent and waits on (start_miss_now); a worker that gets the connection
     /// with one goes on with it (finish_miss).
     PendingMiss miss;
-    bool origin_timed_out = false;  ///< the poller waited the origin timeout for it in vain
     /// While `miss` waits on its origin: when it went out, and when a byte last came back (the
     /// origin timeout runs from it).
     std::chrono::steady_clock::time_point miss_sent{};
     std::chrono::steady_clock::time_point origin_progress{};
-    /// When its answer's first byte came (zero until then): an answer not whole a tick later is
-    /// still arriving, and a worker relays it as it comes (close_idle).
+    /// When its answer's head was all here and its body not (zero until then): a body still
+    /// arriving a tick later goes to a worker, which relays it as it comes (close_idle).
     std::chrono::steady_clock::time_point answer_began{};
    private:
     void release_place() noexcept {
@@ -161,6 +158,9 @@ class TunedServer {
   void origin_readable(int origin_fd);    // its origin's answer, or part of it
   void stop_watching_origin(Idle& idle);  // before the miss leaves the poller
   void free_slot(int fd);                 // the connection is a worker's now, or closed
+  // What is left of --origin-timeout-ms at `now` since the last byte of client.miss's origin.
+  [[nodiscard]] Millis origin_wait_left(const Client& client,
+                                        std::chrono::steady_clock::time_point now) const;
   HeadState read_head(Idle& idle);    // on the poller: reads what has arrived, never waits
   HeadState answer_hit(Idle& idle);   // on the poller: a hit, answered without a worker
   HeadState send_unsent(Idle& idle);  // on the poller: the rest of a hit, when writable

@@ -55,7 +55,7 @@ class ServeMissNow : public ::testing::Test {
       ::poll(&readable, 1, 1000);
       bool progressed = false;
       const MissRead read = read_miss_now(miss, progressed);
-      if (read != MissRead::waiting) return read;
+      if (read != MissRead::waiting && read != MissRead::arriving) return read;
     }
     return MissRead::waiting;
   }
@@ -140,7 +140,8 @@ TEST_F(ServeMissNow, HandsAnAnswerItCannotFinishToFinishMissByteExact) {
     PendingMiss miss = start(pair, head);
     ASSERT_NE(miss, nullptr) << path;
     ASSERT_EQ(wait(*miss), MissRead::needs_worker) << path;
-    const bool open = finish_miss(pair.server, std::move(miss), *cache_, options_, stats_, false);
+    const bool open = finish_miss(pair.server, std::move(miss), *cache_, options_, stats_,
+                                  options_.origin_timeout);
     if (open) pair.server = ClientConnection(Socket());  // the close ends the read below
     const std::string received = read_to_close(pair.client);
     const std::size_t blank = received.find("\r\n\r\n");
@@ -174,11 +175,41 @@ TEST_F(ServeMissNow, AnswersAMissThePollerTimedOut504) {
   PendingMiss miss = start(pair, head);
   ASSERT_NE(miss, nullptr);
   ASSERT_TRUE(origin_.wait_for_requests("/stall", 1, 10s));
-  EXPECT_FALSE(finish_miss(pair.server, std::move(miss), *cache_, options_, stats_, true));
+  EXPECT_FALSE(finish_miss(pair.server, std::move(miss), *cache_, options_, stats_, Millis{0}));
   const std::string received = read_to_close(pair.client);
   EXPECT_TRUE(received.starts_with("HTTP/1.1 504 ")) << received;
   EXPECT_NE(received.find("origin did not answer within 250 ms"), std::string::npos) << received;
   EXPECT_EQ(pool_.idle(), 0u) << "a connection with a request unanswered is never kept";
+}
+
+// The origin timeout runs from the origin's last byte wherever the miss waited: an answer that
+// arrived while the miss changed hands is relayed even with no time left, and a silent origin
+// is waited for only as long as is left, not a whole timeout again.
+TEST_F(ServeMissNow, FinishMissTakesWhatArrivedAndWaitsOnlyWhatIsLeft) {
+  keep_one();
+  {
+    Pair pair = connected_pair();
+    std::string head = get(url("/bytes/40"));
+    PendingMiss miss = start(pair, head);
+    ASSERT_NE(miss, nullptr);
+    pollfd readable{origin_fd(*miss), POLLIN, 0};
+    ASSERT_EQ(::poll(&readable, 1, 10'000), 1) << "the origin answered into the socket, unread";
+    EXPECT_TRUE(finish_miss(pair.server, std::move(miss), *cache_, options_, stats_, Millis{0}));
+    const std::string received = read_response_text(pair.client);
+    EXPECT_TRUE(received.starts_with("HTTP/1.1 200 OK\r\n")) << received;
+    EXPECT_TRUE(received.ends_with("\r\n\r\n" + harness::deterministic_bytes(40)));
+  }
+  options_.origin_timeout = Millis{60'000};
+  Pair pair = connected_pair();
+  std::string head = get(url("/stall"));
+  PendingMiss miss = start(pair, head);
+  ASSERT_NE(miss, nullptr);
+  const auto began = std::chrono::steady_clock::now();
+  EXPECT_FALSE(finish_miss(pair.server, std::move(miss), *cache_, options_, stats_, Millis{200}));
+  // A liveness bound, far from both sides: 200 ms left against a 60 s timeout.
+  EXPECT_LT(std::chrono::steady_clock::now() - began, 30s) << "waited a whole timeout again";
+  const std::string received = read_to_close(pair.client);
+  EXPECT_TRUE(received.starts_with("HTTP/1.1 504 ")) << received;
 }
 
 }  // namespace
