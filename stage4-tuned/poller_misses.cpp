@@ -4,7 +4,7 @@
 // wake-up when the answer comes, and the poller another when the connection comes back: most of
 // what a miss costs the proxy (stage4-tuned/README.md, "Which wake-ups cost"). Anything the
 // poller cannot finish without blocking goes to a worker, which goes on from where it is.
-// tuned_server.cpp calls in at three places: readable() starts a miss, run() routes its
+// tuned_server.cpp calls in at four places: readable() starts a miss, run() routes its
 // origin's events here, close_idle() times it out; serve() goes on with one on a worker.
 #include <sys/epoll.h>
 

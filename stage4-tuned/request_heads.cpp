@@ -59,8 +59,8 @@ TunedServer::HeadState TunedServer::read_head(Idle& idle) {
   }
   idle.head.erase(0, leading_empty_lines(idle.head));  // RFC 9112 §2.2
   const HeadState wait = ended ? HeadState::closed : HeadState::more;
-  // Parsed even when nothing new arrived: the bytes held may be a pipelined request that a
-  // miss on the poller read ahead of (poller_misses.cpp), not yet looked at.
+  // Parsed even when nothing new arrived: the bytes held may be a pipelined request that came
+  // in behind a miss the poller served (poller_misses.cpp), not yet looked at.
   if (idle.head.empty()) return wait;
   if (idle.head.size() > most) return HeadState::ready;
   Request request;
