@@ -1,5 +1,6 @@
 // The scripted origin as a program, for benchmarks and manual poking (curl, wrk):
-//   origin [--port P] [--bind ADDR] [--threads N] [--capacity K] [--delay-ms MS] [--site DIR]
+//   origin [--port P] [--bind ADDR] [--threads N] [--capacity K] [--overload queue|thrash|fail]
+//          [--delay-ms MS] [--site DIR]
 // Prints `listening on HOST:PORT` first, like the stages; on SIGINT/SIGTERM it stops, prints
 // `stats: {per-path counts}` and exits 0.
 #include <pthread.h>
@@ -34,6 +35,7 @@ constexpr const char* kPaths = R"(Paths:
   /echo               the request body back, any method
   /interim/CODE[/PATH]  an interim 1xx response first, then PATH's answer
   /__stats            per-path request counts as JSON
+  /__load[?law=L&capacity=K&reset_peak=1]  in service now and at peak; changes the law
   /site/PATH          with --site DIR: the file DIR/PATH, Content-Type by extension
 )";
 
@@ -60,9 +62,17 @@ int run(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
   app.add_option("--capacity", options.capacity,
-                 "Most requests served at once; more wait in FIFO order (0 = unlimited)")
+                 "The downstream's size: requests in service past which --overload applies "
+                 "(0 = unlimited)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  std::string overload = "queue";
+  app.add_option("--overload", overload,
+                 "Past --capacity: queue (wait in FIFO order: throughput flat), thrash (each "
+                 "request slows as (n/K)^2: throughput peaks at K, halves at 2K) or fail (503 "
+                 "past K); change at run time with /__load?law=L&capacity=K")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"queue", "thrash", "fail"}));
   app.add_option("--delay-ms", options.default_delay_ms, "Latency added to every path, in ms")
       ->capture_default_str()
       ->check(CLI::Range(0, 3'600'000));
@@ -71,6 +81,7 @@ int run(int argc, char** argv) {
       ->check(CLI::ExistingDirectory);
   app.footer(std::string(kPaths) + kMeasured);
   CLI11_PARSE(app, argc, argv);
+  options.overload = *harness::parse_overload(overload);
 
   // Blocked before any thread starts, so every thread inherits the mask and only sigwait
   // below ever sees these signals.

@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <queue>
+#include <random>
 #include <stdexcept>
 #include <unordered_map>
 #include <utility>
@@ -94,21 +95,36 @@ std::string deterministic_bytes(std::size_t n) {
 
 // ---------------------------------------------------------------------------------------------
 
-/// The capacity limit: at most `capacity` requests hold a slot; the rest wait in FIFO order and
-/// are handed a freed slot through their loop's grant(). Thread-safe.
-class OriginServer::SlotPool {
+/// The downstream bottleneck (downstream.h): counts the requests in service, and under the
+/// queue law keeps at most `capacity` of them in service, the rest waiting in FIFO order for a
+/// freed place, handed over through their loop's grant(). The law and capacity may change at
+/// run time (/__load). Thread-safe.
+class OriginServer::Downstream {
  public:
-  explicit SlotPool(int capacity) : capacity_(capacity) {}
+  Downstream(Overload law, int capacity) : law_(law), capacity_(capacity) {}
 
-  /// True when a slot is taken now; false when queued — grant(id) follows once one frees.
-  bool acquire(Loop& loop, std::uint64_t connection_id);
-  /// Frees a slot, handing it straight to the oldest waiter if there is one.
+  /// Takes a place in service and returns how many are in service with it (itself included);
+  /// 0 when queued instead — grant(id) follows once a place frees.
+  int acquire(Loop& loop, std::uint64_t connection_id);
+  /// Gives a place back, handing it straight to the oldest waiter if there is one.
   void release();
+  /// The service a request that just took a place with `in_service` in service gets.
+  Service service(int in_service, std::uint64_t delay_ms, double uniform) const;
+  /// Changes the law and/or the capacity (0: unlimited); waiters a larger capacity or another
+  /// law lets in are granted at once.
+  void set(std::optional<Overload> law, std::optional<int> capacity);
+  /// {"law":...,"capacity":K,"in_service":N,"peak_in_service":M,"waiting":W}; `reset_peak`
+  /// starts the peak again from the number in service now.
+  std::string json(bool reset_peak);
 
  private:
-  const int capacity_;
-  std::mutex mutex_;  // guards in_use_, waiting_
+  bool has_room() const { return law_ != Overload::queue || capacity_ == 0 || in_use_ < capacity_; }
+
+  mutable std::mutex mutex_;  // guards every field below
+  Overload law_;
+  int capacity_;
   int in_use_ = 0;
+  int peak_ = 0;
   std::deque<std::pair<Loop*, std::uint64_t>> waiting_;
 };
 
@@ -186,6 +202,7 @@ class OriginServer::Loop {
   Next read_body(Connection& c);
   Next write_response(Connection& c);
   void dispatch(Connection& c);
+  Reply load_reply(std::string_view query);
   void begin_delay(Connection& c);
   void start_plan(Connection& c);
   void start_reply(Connection& c, Reply reply);
@@ -214,33 +231,67 @@ class OriginServer::Loop {
   std::time_t date_second_ = 0;
   std::string date_;
 
+  // Draws the thrash law's slow requests: seeded, so a run repeats when its arrivals do.
+  std::mt19937_64 random_{0x5eed};
+  std::uniform_real_distribution<double> uniform_{0.0, 1.0};
+
   std::mutex grants_mutex_;  // guards granted_
   std::vector<std::uint64_t> granted_;
 };
 
-bool OriginServer::SlotPool::acquire(Loop& loop, std::uint64_t connection_id) {
+int OriginServer::Downstream::acquire(Loop& loop, std::uint64_t connection_id) {
   std::lock_guard lock(mutex_);
-  if (in_use_ < capacity_) {
-    ++in_use_;
-    return true;
+  if (has_room()) {
+    peak_ = std::max(peak_, ++in_use_);
+    return in_use_;
   }
   waiting_.emplace_back(&loop, connection_id);
-  return false;
+  return 0;
 }
 
-void OriginServer::SlotPool::release() {
+void OriginServer::Downstream::release() {
   std::pair<Loop*, std::uint64_t> next;
   {
     std::lock_guard lock(mutex_);
-    if (waiting_.empty()) {
-      --in_use_;
-      return;
-    }
+    --in_use_;
+    if (waiting_.empty() || !has_room()) return;
     next = waiting_.front();
     waiting_.pop_front();
+    ++in_use_;  // the place passes to the waiter without being free a moment: FIFO order holds
   }
-  // The slot passes to the waiter without being counted free, so FIFO order holds.
   next.first->grant(next.second);
+}
+
+Service OriginServer::Downstream::service(int in_service, std::uint64_t delay_ms,
+                                          double uniform) const {
+  std::lock_guard lock(mutex_);
+  return service_for(law_, capacity_, in_service, delay_ms, uniform);
+}
+
+void OriginServer::Downstream::set(std::optional<Overload> law, std::optional<int> capacity) {
+  std::vector<std::pair<Loop*, std::uint64_t>> granted;
+  {
+    std::lock_guard lock(mutex_);
+    law_ = law.value_or(law_);
+    capacity_ = capacity.value_or(capacity_);
+    while (!waiting_.empty() && has_room()) {
+      granted.push_back(waiting_.front());
+      waiting_.pop_front();
+      peak_ = std::max(peak_, ++in_use_);
+    }
+  }
+  for (auto& [loop, id] : granted) loop->grant(id);
+}
+
+std::string OriginServer::Downstream::json(bool reset_peak) {
+  std::lock_guard lock(mutex_);
+  nlohmann::json out = {{"law", overload_name(law_)},
+                        {"capacity", capacity_},
+                        {"in_service", in_use_},
+                        {"peak_in_service", peak_},
+                        {"waiting", waiting_.size()}};
+  if (reset_peak) peak_ = in_use_;
+  return out.dump() + "\n";
 }
 
 OriginServer::Loop::Loop(OriginServer& server, bool shared_listener)
@@ -377,8 +428,8 @@ void OriginServer::Loop::on_grants() {
   for (std::uint64_t id : granted) {
     auto it = connections_.find(id);
     if (it == connections_.end() || it->second->phase != Phase::queued) {
-      // Its client left while waiting: pass the slot on.
-      server_.slots_->release();
+      // Its client left while waiting: pass the place on.
+      server_.downstream_->release();
       continue;
     }
     drive(id, [&](Connection& c) {
@@ -557,6 +608,40 @@ OriginServer::Loop::Next OriginServer::Loop::write_response(Connection& c) {
   return Next::again;
 }
 
+// /__load[?law=L&capacity=K][&reset_peak=1]: changes the law and capacity when given, then
+// answers the downstream's state as JSON; 400 for a law or capacity it does not know.
+Reply OriginServer::Loop::load_reply(std::string_view query) {
+  std::optional<Overload> law;
+  std::optional<int> capacity;
+  bool reset_peak = false;
+  while (!query.empty()) {
+    const auto amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    const auto eq = pair.find('=');
+    const std::string_view name = pair.substr(0, eq);
+    const std::string_view value =
+        eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
+    if (name == "law") {
+      law = parse_overload(value);
+      if (!law) return text_reply(400, "law: queue, thrash or fail\n");
+    } else if (name == "capacity") {
+      int k = -1;
+      auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), k);
+      if (error != std::errc() || end != value.data() + value.size() || k < 0) {
+        return text_reply(400, "capacity: a whole number, 0 for unlimited\n");
+      }
+      capacity = k;
+    } else if (name == "reset_peak") {
+      reset_peak = value == "1";
+    }
+  }
+  if (law || capacity) server_.downstream_->set(law, capacity);
+  Reply reply = text_reply(200, server_.downstream_->json(reset_peak));
+  reply.content_type = "application/json";
+  return reply;
+}
+
 void OriginServer::Loop::dispatch(Connection& c) {
   std::string_view target = c.request.target;
   std::string origin_form;
@@ -585,6 +670,15 @@ void OriginServer::Loop::dispatch(Connection& c) {
     plan.emplace();
     plan->reply = text_reply(404, "no such path: " + std::string(path) + "\n");
   }
+  if (path == "/__load") {
+    // The downstream's own control (downstream.h): read, and change at run time, with no delay,
+    // no place in service and not counted, like /__stats.
+    plan.emplace();
+    plan->reply = load_reply(query);
+    c.plan = std::move(plan);
+    start_plan(c);
+    return;
+  }
   if (plan->stats) {
     // Monitoring must see the origin as it is: no delay, no slot, not counted itself.
     c.plan = std::move(plan);
@@ -599,12 +693,18 @@ void OriginServer::Loop::dispatch(Connection& c) {
   c.drop_next = plan->drop_next;
   plan->delay_ms += *extra_delay + static_cast<std::uint64_t>(server_.options_.default_delay_ms);
   c.plan = std::move(plan);
-  if (server_.slots_) {
-    if (!server_.slots_->acquire(*this, c.id)) {
-      c.phase = Phase::queued;
-      return;
-    }
-    c.holds_slot = true;
+  const int in_service = server_.downstream_->acquire(*this, c.id);
+  if (in_service == 0) {
+    c.phase = Phase::queued;
+    return;
+  }
+  c.holds_slot = true;
+  const Service service =
+      server_.downstream_->service(in_service, c.plan->delay_ms, uniform_(random_));
+  c.plan->delay_ms = service.delay_ms;
+  if (service.fails) {
+    c.plan->reply = text_reply(503, "overloaded: more requests in service than the capacity\n");
+    c.plan->reply.fields.emplace_back("Retry-After", "1");
   }
   begin_delay(c);
 }
@@ -701,7 +801,7 @@ void OriginServer::Loop::start_reply(Connection& c, Reply reply) {
 void OriginServer::Loop::finish_request(Connection& c) {
   if (c.holds_slot) {
     c.holds_slot = false;
-    server_.slots_->release();
+    server_.downstream_->release();
   }
   c.request = proxy::Request{};
   c.raw_fields.clear();
@@ -786,7 +886,7 @@ void OriginServer::Loop::close_connection(std::uint64_t id) {
   auto it = connections_.find(id);
   if (it == connections_.end()) return;
   Connection& c = *it->second;
-  if (c.holds_slot) server_.slots_->release();
+  if (c.holds_slot) server_.downstream_->release();
   ::epoll_ctl(epoll_.fd(), EPOLL_CTL_DEL, c.socket.fd(), nullptr);
   if (c.reset_on_close) c.socket.reset();
   connections_.erase(it);  // the Socket closes the fd; a queued slot grant finds it gone
@@ -818,13 +918,17 @@ OriginServer::OriginServer(OriginOptions options) : options_(std::move(options))
   listener_ = proxy::listen_tcp(options_.bind, options_.port, 4096);
   port_ = proxy::local_port(listener_);
   address_ = proxy::local_address(listener_);
-  if (options_.capacity > 0) slots_ = std::make_unique<SlotPool>(options_.capacity);
+  downstream_ = std::make_unique<Downstream>(options_.overload, options_.capacity);
   for (int i = 0; i < options_.threads; ++i) {
     loops_.push_back(std::make_unique<Loop>(*this, options_.threads > 1));
   }
   for (auto& loop : loops_) {
     threads_.emplace_back([&loop = *loop](const std::stop_token& token) { loop.run(token); });
   }
+}
+
+std::string OriginServer::load_json(bool reset_peak) {
+  return downstream_->json(reset_peak);
 }
 
 OriginServer::~OriginServer() {
@@ -839,7 +943,7 @@ void OriginServer::stop() {
   for (auto& thread : threads_) thread.join();
   threads_.clear();
   loops_.clear();  // closes every connection
-  slots_.reset();
+  downstream_.reset();
   listener_.close();
 }
 

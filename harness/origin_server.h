@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "downstream.h"
 #include "socket.h"
 
 namespace harness {
@@ -31,7 +32,10 @@ struct OriginOptions {
   std::string bind = "127.0.0.1";  ///< numeric address or resolvable name
   std::uint16_t port = 0;          ///< 0 picks a free port; read it back with port()
   int threads = 1;                 ///< epoll loop threads (at least 1)
-  int capacity = 0;  ///< most requests served at once; more wait in FIFO order. 0 = unlimited
+  /// The downstream bottleneck's size: requests in service past which `overload` applies.
+  /// 0 = unlimited (every law then serves every request at once with its plain delay).
+  int capacity = 0;
+  Overload overload = Overload::queue;  ///< what happens past `capacity` (downstream.h)
   int default_delay_ms = 0;  ///< latency added to every path except /__stats, in ms
 
   // ---- a static site for the browser check (tests/e2e/) ----
@@ -69,11 +73,15 @@ struct OriginOptions {
 ///   /drop-next[/PATH]     PATH's answer (or a short text); the next request on the same
 ///                         connection is read, counted and dropped unanswered with a close
 ///   /__stats              {"/path": count, ...}, never delayed, never counted, no capacity slot
+///   /__load[?law=L&capacity=K&reset_peak=1]  the downstream's state as JSON (law, capacity,
+///                         in_service, peak_in_service, waiting), after changing the law or the
+///                         capacity when given (400 for an unknown one); like /__stats otherwise
 ///   /site/PATH            the file PATH under OriginOptions::site_dir (when set), else 404
 /// Anything else is 404; a malformed request gets 400 (or 414/431/505) and the connection
 /// closes. Keep-alive and pipelining per RFC 9112 §9.3. Counting keys are paths without query.
-/// Under `capacity`, a request holds its slot from dispatch until its response is written or
-/// its connection closes; /stall holds one until the client hangs up.
+/// A request is in service (holds its place under `capacity`) from dispatch until its response
+/// is written or its connection closes; /stall holds one until the client hangs up. Past
+/// `capacity`, `overload` decides (downstream.h): wait in FIFO order, thrash, or fail with 503.
 ///
 /// Thread-safety: all public members may be called from any thread.
 class OriginServer {
@@ -104,6 +112,10 @@ class OriginServer {
                          std::chrono::milliseconds timeout) const;
   /// The per-path counts as a JSON object, e.g. {"/bytes/10":3}. Thread-safe.
   [[nodiscard]] std::string stats_json() const;
+  /// The downstream's state as /__load answers it: {"law","capacity","in_service",
+  /// "peak_in_service","waiting"}; `reset_peak` starts the peak again from the number in
+  /// service now. Lets a test count what a proxy had in flight at once. Thread-safe.
+  [[nodiscard]] std::string load_json(bool reset_peak = false);
   /// Connections accepted so far: beside request_count(""), it shows whether a client (a
   /// proxy's origin pool) sends several requests per connection. Thread-safe.
   [[nodiscard]] std::uint64_t connections_accepted() const noexcept {
@@ -112,7 +124,7 @@ class OriginServer {
 
  private:
   class Loop;      // one epoll loop and the connections it owns (origin_server.cpp)
-  class SlotPool;  // the FIFO capacity limit shared by all loops (origin_server.cpp)
+  class Downstream;  // the requests in service and the overload law, shared by all loops
 
   // Called by the loops for every complete request head.
   void count_request(std::string_view path);
@@ -121,7 +133,7 @@ class OriginServer {
   proxy::Socket listener_;
   std::uint16_t port_ = 0;
   std::string address_;
-  std::unique_ptr<SlotPool> slots_;
+  std::unique_ptr<Downstream> downstream_;
   std::vector<std::unique_ptr<Loop>> loops_;
   std::vector<std::jthread> threads_;
 
