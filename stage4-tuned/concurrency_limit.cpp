@@ -1,0 +1,124 @@
+#include "concurrency_limit.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace proxy {
+namespace {
+
+// The probe's limit: low enough that nothing waits downstream on any origin the course models
+// (a quarter of the limit, at most 8), so its latency is the unloaded one.
+double probe_limit(double limit, double min_limit) {
+  return std::max(min_limit, std::min(8.0, limit / 4));
+}
+
+}  // namespace
+
+ConcurrencyLimit::ConcurrencyLimit(ConcurrencyLimitOptions options)
+    : options_(options),
+      limit_(std::clamp(options.initial, options.min_limit, options.max_limit)) {}
+
+std::size_t ConcurrencyLimit::limit() const noexcept {
+  return std::max<std::size_t>(1, static_cast<std::size_t>(limit_));
+}
+
+void ConcurrencyLimit::on_sample(double started, double finished) {
+  const double rtt = std::max(0.0, finished - started);
+  if (probing_ && started >= probe_start_) {
+    probe_sum_ += rtt;
+    ++probe_count_;
+    return;
+  }
+  if (probing_) return;  // sent at the old limit: it says nothing of the unloaded latency
+  rtt_sum_ += rtt;
+  ++samples_;
+}
+
+void ConcurrencyLimit::on_drop() {
+  ++drops_;
+}
+
+void ConcurrencyLimit::update(double now, bool saturated) {
+  if (window_start_ < 0) {
+    window_start_ = now;
+    next_probe_ = now + options_.probe_every;
+    return;
+  }
+  if (probing_) {
+    // Ends with enough samples, or after a second without them (a load that went away).
+    if (probe_count_ >= options_.probe_samples || now - probe_start_ > 1.0) {
+      if (probe_count_ > 0) min_rtt_ = probe_sum_ / static_cast<double>(probe_count_);
+      probing_ = false;
+      limit_ = limit_before_probe_;
+      next_probe_ = now + options_.probe_every;
+      window_start_ = now;
+      rtt_sum_ = 0;
+      samples_ = 0;
+      drops_ = 0;
+    }
+    return;
+  }
+  // Re-measured only under load: an idle origin's windows show its unloaded latency anyway.
+  if (now >= next_probe_ && saturated && min_rtt_ > 0) {
+    probing_ = true;
+    probe_start_ = now;
+    limit_before_probe_ = limit_;
+    limit_ = probe_limit(limit_, options_.min_limit);
+    probe_sum_ = 0;
+    probe_count_ = 0;
+    return;
+  }
+  const double length = now - window_start_;
+  // Failures count towards a window: an origin that only fails must not hold the limit up for
+  // ten windows.
+  const std::size_t seen = samples_ + drops_;
+  const bool enough = (length >= options_.window && seen >= options_.window_samples) ||
+                      (length >= 10 * options_.window && seen > 0);
+  if (!enough) return;
+  const double drop_share = static_cast<double>(drops_) /
+                            static_cast<double>(std::max<std::size_t>(samples_ + drops_, 1));
+  if (samples_ > 0) {
+    const double rtt = rtt_sum_ / static_cast<double>(samples_);
+    last_rtt_ = rtt;
+    if (min_rtt_ == 0 || rtt < min_rtt_) min_rtt_ = rtt;
+    const double tolerated = std::max(options_.tolerance * min_rtt_, min_rtt_ + options_.slack);
+    if (drop_share > 0.05) {
+      cut(0.9);
+    } else if (rtt > tolerated) {
+      // Gradient2's rule: scale by how far latency has risen, at most halving per window.
+      cut(std::max(0.5, tolerated / rtt));
+    } else if (saturated) {
+      grow();
+    }
+  } else if (drop_share > 0.05) {
+    cut(0.9);
+  }
+  limit_ = std::clamp(limit_, options_.min_limit, options_.max_limit);
+  end_window(now);
+}
+
+void ConcurrencyLimit::cut(double factor) {
+  ceiling_ = limit_;
+  limit_ *= factor;
+}
+
+// By about its square root (Gradient2's queue allowance): fast from a small limit, gently near
+// a large one. Near the limit of the last cut — the peak, most likely — one at a time, as TCP
+// grows one segment per round trip past its slow-start threshold: a step past the peak of a
+// collapsing origin costs more than a step short of it. A load that has grown well past the
+// last cut (the origin got faster) forgets it.
+void ConcurrencyLimit::grow() {
+  if (ceiling_ > 0 && limit_ > 1.5 * ceiling_) ceiling_ = 0;
+  const double step = std::max(1.0, std::sqrt(limit_));
+  const bool near_ceiling = ceiling_ > 0 && limit_ + step > 0.9 * ceiling_;
+  limit_ += near_ceiling ? 1.0 : step;
+}
+
+void ConcurrencyLimit::end_window(double now) {
+  window_start_ = now;
+  rtt_sum_ = 0;
+  samples_ = 0;
+  drops_ = 0;
+}
+
+}  // namespace proxy

@@ -1,0 +1,91 @@
+// How many requests stage 4 lets one origin have in flight: an adaptive concurrency limit,
+// after Netflix's concurrency-limits (Gradient2) and Envoy's adaptive concurrency filter — a
+// gradient of latency against a periodically re-measured minimum. Pure arithmetic on times the
+// caller passes (seconds), so every rule is a unit test
+// (tests/unit/stage4_concurrency_limit_test.cpp) and the sizing simulator (tools/sizing_sim.cpp)
+// replays it in virtual time.
+//
+// Why not Little's law alone: L = λ·W sizes for the work in the system, and W is what grows
+// when the downstream is overloaded — a thrashing origin answers more slowly the more it is
+// sent, so L = λ·W asks for more concurrency exactly when less is needed (positive feedback).
+// The gradient reads the same W the other way: latency above the unloaded latency means
+// requests are waiting downstream, so the limit falls until they are not.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace proxy {
+
+/// The controller's knobs. Times in seconds.
+struct ConcurrencyLimitOptions {
+  double initial = 20;      ///< the limit before any sample
+  double min_limit = 2;     ///< never below: a limit of 1 cannot show queueing to the gradient
+  double max_limit = 1024;  ///< never above
+  /// Latency up to tolerance × the minimum is not queueing (noise, and a downstream that is
+  /// busier but not yet waiting)...
+  double tolerance = 1.1;
+  /// ...nor is latency up to the minimum + this much, whatever the ratio: on a fast origin
+  /// (the minimum in microseconds) the proxy's own scheduling would read as queueing.
+  double slack = 0.002;
+  double window = 0.05;             ///< an update needs a window at least this long...
+  std::size_t window_samples = 10;  ///< ...with this many samples (or 10 windows with one)
+  /// How often the minimum is measured again: the limit drops to probe_limit() until
+  /// probe_samples requests that started at it have finished, then comes back. Without it, a
+  /// minimum taken on a faster origin (or at a lighter load) would never rise again.
+  double probe_every = 10;
+  std::size_t probe_samples = 10;
+};
+
+/// One origin's limit. Feed it every finished request (on_sample) and call update() every tick;
+/// limit() is what the caller enforces. Not thread-safe: its owner serializes the calls.
+class ConcurrencyLimit {
+ public:
+  explicit ConcurrencyLimit(ConcurrencyLimitOptions options = {});
+
+  /// A request that started at `started` finished at `finished` (seconds, any epoch the caller
+  /// keeps to). Its latency is a sample of the window, or of the probe when it started at the
+  /// probe's limit.
+  void on_sample(double started, double finished);
+  /// The downstream failed a request (a 5xx answer or a timeout): past a twentieth of a
+  /// window's samples the limit falls a tenth (additive increase, multiplicative decrease),
+  /// whatever the latency — an origin that fails fast has no latency to show.
+  void on_drop();
+  /// Judges the window at `now`. `saturated`: requests waited for the limit in it, or as many
+  /// were in flight as it allows — only then may it grow.
+  void update(double now, bool saturated);
+
+  /// The requests allowed in flight now (at least 1).
+  [[nodiscard]] std::size_t limit() const noexcept;
+  /// The unloaded latency the gradient compares with (0 before the first window), seconds.
+  [[nodiscard]] double min_rtt() const noexcept { return min_rtt_; }
+  /// The last window's mean latency (0 before the first window), seconds.
+  [[nodiscard]] double rtt() const noexcept { return last_rtt_; }
+  /// True while the minimum is being measured again (the limit is held low).
+  [[nodiscard]] bool probing() const noexcept { return probing_; }
+
+ private:
+  void end_window(double now);
+  void cut(double factor);
+  void grow();
+
+  ConcurrencyLimitOptions options_;
+  double limit_;
+  double ceiling_ = 0;  // the limit the last cut was made from (0: none): growth slows near it
+  double min_rtt_ = 0;
+  double last_rtt_ = 0;
+  // The window being gathered.
+  double window_start_ = -1;
+  double rtt_sum_ = 0;
+  std::size_t samples_ = 0;
+  std::size_t drops_ = 0;
+  // The minimum measured again.
+  bool probing_ = false;
+  double probe_start_ = 0;
+  double next_probe_ = -1;
+  double limit_before_probe_ = 0;
+  double probe_sum_ = 0;
+  std::size_t probe_count_ = 0;
+};
+
+}  // namespace proxy

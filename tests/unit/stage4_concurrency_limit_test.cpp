@@ -1,0 +1,186 @@
+// Stage 4's adaptive concurrency limit toward an origin (stage4-tuned/concurrency_limit.h), fed
+// synthetic windows: each rule on its own, then the whole controller against the thrash law
+// (harness/downstream.h), where it must settle near the peak that Little's law overshoots.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "concurrency_limit.h"
+#include "downstream.h"
+
+namespace {
+
+using proxy::ConcurrencyLimit;
+using proxy::ConcurrencyLimitOptions;
+
+constexpr double kWindow = 0.06;  // past the 50 ms minimum, whatever the rounding
+
+// Drives one limit in virtual time: each step is a window of `samples` requests of latency
+// `rtt` seconds, then an update with `saturated`.
+struct Driver {
+  explicit Driver(ConcurrencyLimitOptions options = {}) : limit(options) {
+    limit.update(now, false);  // the first update starts the clock
+  }
+  void window(double rtt, bool saturated = true, int samples = 20) {
+    for (int i = 0; i < samples; ++i) limit.on_sample(now + kWindow - rtt, now + kWindow);
+    now += kWindow;
+    limit.update(now, saturated);
+  }
+  ConcurrencyLimit limit;
+  double now = 100.0;
+};
+
+TEST(ConcurrencyLimit, StartsAtItsInitialLimitWithinItsBounds) {
+  EXPECT_EQ(ConcurrencyLimit({.initial = 20}).limit(), 20u);
+  EXPECT_EQ(ConcurrencyLimit({.initial = 1, .min_limit = 2}).limit(), 2u);
+  EXPECT_EQ(ConcurrencyLimit({.initial = 5000, .max_limit = 64}).limit(), 64u);
+}
+
+TEST(ConcurrencyLimit, GrowsWhileLatencyStaysAtItsMinimumAndDemandFillsIt) {
+  Driver d;
+  for (int i = 0; i < 20; ++i) d.window(0.020);
+  EXPECT_GT(d.limit.limit(), 60u);
+  EXPECT_NEAR(d.limit.min_rtt(), 0.020, 1e-9);
+}
+
+TEST(ConcurrencyLimit, DoesNotGrowWithoutDemand) {
+  Driver d;
+  for (int i = 0; i < 20; ++i) d.window(0.020, /*saturated=*/false);
+  EXPECT_EQ(d.limit.limit(), 20u);
+}
+
+TEST(ConcurrencyLimit, FallsInProportionAsLatencyRisesPastTheTolerance) {
+  Driver d;
+  d.window(0.020, false);  // the minimum
+  d.window(0.040, true);   // twice it: 1.1 x 20 ms tolerated, so x 22/40 = 11
+  EXPECT_GE(d.limit.limit(), 10u);
+  EXPECT_LE(d.limit.limit(), 11u);
+}
+
+TEST(ConcurrencyLimit, AtMostHalvesInOneWindow) {
+  Driver d;
+  d.window(0.020, false);
+  d.window(2.0, true);
+  EXPECT_EQ(d.limit.limit(), 10u);
+}
+
+TEST(ConcurrencyLimit, LatencyWithinTheToleranceIsNotQueueing) {
+  Driver d;
+  d.window(0.020, false);
+  d.window(0.0215, true);  // 7.5 % above the minimum: noise, not a queue
+  EXPECT_GT(d.limit.limit(), 20u);
+}
+
+TEST(ConcurrencyLimit, MicrosecondsOfSchedulingOnAFastOriginAreNotQueueing) {
+  // A 50 µs origin: the proxy's own scheduling adds a millisecond, 20 times the minimum, but
+  // within the 2 ms slack; a ratio alone would halve the limit every window.
+  Driver d;
+  d.window(0.00005, false);
+  for (int i = 0; i < 5; ++i) d.window(0.001, true);
+  EXPECT_GT(d.limit.limit(), 20u);
+}
+
+TEST(ConcurrencyLimit, NeedsEnoughSamplesForAWindow) {
+  Driver d;
+  d.window(0.020, false);
+  d.window(1.0, true, /*samples=*/3);  // three samples in 50 ms: not yet a window
+  EXPECT_EQ(d.limit.limit(), 20u);
+}
+
+TEST(ConcurrencyLimit, GrowsOneAtATimeNearTheLimitOfItsLastCut) {
+  Driver d;
+  for (int i = 0; i < 10; ++i) d.window(0.020);  // well past 20
+  const double before = static_cast<double>(d.limit.limit());
+  d.window(0.030);  // a cut, to about 0.73 of it
+  ASSERT_LT(static_cast<double>(d.limit.limit()), before);
+  int single_steps = 0;
+  while (static_cast<double>(d.limit.limit()) < before) {
+    const auto prev = static_cast<double>(d.limit.limit());
+    d.window(0.020);
+    const auto now = static_cast<double>(d.limit.limit());
+    if (prev + std::sqrt(prev) > 0.9 * before) {
+      EXPECT_EQ(now, prev + 1) << "near the last cut's limit, one at a time";
+      ++single_steps;
+    } else {
+      EXPECT_GT(now, prev + 1) << "far below it, by about the square root";
+    }
+  }
+  EXPECT_GT(single_steps, 0);
+}
+
+TEST(ConcurrencyLimit, FailuresCutTheLimitWhenTheOriginFailsFast) {
+  // An origin that refuses at once shows no latency; its 503s must bring the limit down.
+  Driver d;
+  d.window(0.020, false);
+  for (int i = 0; i < 10; ++i) d.limit.on_drop();
+  d.window(0.020, true, /*samples=*/10);
+  EXPECT_EQ(d.limit.limit(), 18u);  // x 0.9
+}
+
+TEST(ConcurrencyLimit, AWindowOfFailuresAloneCloses) {
+  Driver d;
+  d.window(0.020, false);
+  for (int i = 0; i < 10; ++i) d.limit.on_drop();
+  d.now += kWindow;
+  d.limit.update(d.now, true);
+  EXPECT_EQ(d.limit.limit(), 18u);
+}
+
+TEST(ConcurrencyLimit, MeasuresItsMinimumAgainAtALowLimitAndComesBack) {
+  ConcurrencyLimitOptions options;
+  options.probe_every = 1.0;
+  Driver d(options);
+  d.window(0.020, false);
+  // The origin gets slower for good: 40 ms unloaded. The gradient reads it as queueing and
+  // cuts, until the probe re-measures the minimum.
+  for (int i = 0; i < 30 && !d.limit.probing(); ++i) d.window(0.040);
+  ASSERT_TRUE(d.limit.probing()) << "no probe within its period";
+  EXPECT_LE(d.limit.limit(), 8u);
+  // Requests started at the probe's limit: 40 ms.
+  for (int i = 0; i < 10; ++i) d.limit.on_sample(d.now + 0.001, d.now + 0.041);
+  d.now += 0.05;
+  d.limit.update(d.now, true);
+  EXPECT_FALSE(d.limit.probing());
+  EXPECT_NEAR(d.limit.min_rtt(), 0.040, 1e-9);
+  const std::size_t after = d.limit.limit();
+  for (int i = 0; i < 10; ++i) d.window(0.040);
+  EXPECT_GT(d.limit.limit(), after) << "40 ms is the new minimum: no longer queueing";
+}
+
+TEST(ConcurrencyLimit, SamplesSentBeforeAProbeDoNotCountForIt) {
+  ConcurrencyLimitOptions options;
+  options.probe_every = 0.1;
+  Driver d(options);
+  d.window(0.020, false);
+  for (int i = 0; i < 10 && !d.limit.probing(); ++i) d.window(0.020);
+  ASSERT_TRUE(d.limit.probing());
+  // Started before the probe, at the old limit: 500 ms, and ignored.
+  for (int i = 0; i < 20; ++i) d.limit.on_sample(d.now - 0.5, d.now);
+  for (int i = 0; i < 10; ++i) d.limit.on_sample(d.now + 0.001, d.now + 0.021);
+  d.now += 0.05;
+  d.limit.update(d.now, true);
+  EXPECT_NEAR(d.limit.min_rtt(), 0.020, 1e-9);
+}
+
+// The whole controller on the thrash law: n requests in service take delay x slowdown(n), whose
+// throughput n / (delay x slowdown(n)) peaks at the capacity. Closed loop, saturated: the window
+// at limit L sees the mean latency of L in service. The limit must settle near the peak —
+// where Little's law, L = λ·W, would grow without end, since W grows with L past it.
+TEST(ConcurrencyLimit, SettlesNearThePeakOfAThrashingOrigin) {
+  for (int capacity : {16, 32, 128}) {
+    Driver d;
+    double delivered = 0;
+    const int windows = 2000;
+    for (int i = 0; i < windows; ++i) {
+      const int n = static_cast<int>(d.limit.limit());
+      const double rtt = 0.020 * harness::thrash_slowdown(capacity, n);
+      if (i >= windows / 2) delivered += n / rtt;
+      d.window(rtt);
+    }
+    const double peak = capacity / (0.020 * harness::thrash_slowdown(capacity, capacity));
+    EXPECT_GE(delivered / (windows / 2) / peak, 0.9) << "capacity " << capacity;
+    EXPECT_LE(d.limit.limit(), static_cast<std::size_t>(1.3 * capacity)) << "capacity " << capacity;
+  }
+}
+
+}  // namespace
