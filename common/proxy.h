@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "cache.h"
@@ -148,8 +149,19 @@ class ClientConnection {
   /// reads a whole request head before a worker is involved) to those the next serve_request
   /// parses first, before it reads more.
   void add_buffered(std::string_view bytes) { buffered_.append(bytes); }
+  /// Moves out the request bytes buffered past the last request (a pipelined next request), so
+  /// that stage 4's poller reads and admits it itself; the connection keeps none.
+  [[nodiscard]] std::string take_buffered() {
+    looked_up_.reset();  // it belonged to the request at the front of those bytes
+    return std::exchange(buffered_, {});
+  }
   /// Gives up the socket (e.g. to answer it with reply_overloaded); the connection is empty.
   [[nodiscard]] Socket release() noexcept { return std::move(socket_); }
+  /// True when serve_hit_now looked up the request at the front of the buffered bytes and
+  /// found a stored response it did not send itself (a large body, one to revalidate, or a
+  /// connection that closes after it): serve_request answers it from the cache, so stage 4
+  /// lets it skip its origin's concurrency limit (a revalidation then goes out unlimited).
+  [[nodiscard]] bool found_stored() const noexcept { return looked_up_ && looked_up_->entry; }
   /// True when serve_hit_now left part of a response unsent.
   [[nodiscard]] bool has_unsent() const noexcept { return !unsent_.empty(); }
   /// Bytes of a partly sent hit still to go (0 when none).
@@ -196,10 +208,11 @@ bool serve_request(ClientConnection& connection, Cache& cache, const ProxyOption
 /// out with one non-blocking send (and send_unsent() for what did not fit), the request's bytes
 /// leave `head`, and the counters move as serve_request's would. For any other request it
 /// returns not_served and leaves `head` alone (but for empty lines before the request line,
-/// which serve_request would skip too); its cache lookup, if it made one, is kept in
-/// `connection` for serve_request, so no lookup is counted twice. The proxy's own `GET /metrics`
-/// (options.metrics set) is answered the same way. For stage 4's poller: a hit then costs no
-/// hand-off to a worker, and /metrics answers while every worker is busy or the queue sheds.
+/// which serve_request would skip too); its cache lookup, if it made one (for any GET of an
+/// http:// URI without a body and with at most one Host, a connection that closes included), is
+/// kept in `connection` for serve_request, so no lookup is counted twice. The proxy's own `GET
+/// /metrics` (options.metrics set) is answered the same way. For stage 4's poller: a hit then costs
+/// no hand-off to a worker, and /metrics answers while every worker is busy or the queue sheds.
 /// Thread-safety: as serve_request.
 HitOutcome serve_hit_now(ClientConnection& connection, std::string& head, Cache& cache,
                          const ProxyOptions& options, ProxyStats& stats);

@@ -40,14 +40,16 @@ HitOutcome serve_hit_now(ClientConnection& connection, std::string& head, Cache&
     }
   };
   std::optional<BodyFraming> body = request_body_framing(request);
-  // A connection that would close, and the branch serve_request takes first.
-  if (!body || body->kind != BodyKind::none || count_fields(request.fields, "Host") > 1 ||
-      !wants_persistence(request)) {
+  // The branch serve_request takes first.
+  if (!body || body->kind != BodyKind::none || count_fields(request.fields, "Host") > 1) {
     return HitOutcome::not_served;
   }
+  // A connection that would close is answered by a worker (which closes it), but still looked
+  // up here: stage 4 lets a stored response skip its origin's concurrency limit (found_stored).
+  const bool persists = wants_persistence(request);
   // The proxy's own /metrics, answered here too: under overload, when it matters most, the
   // workers are busy or the queue sheds, and an operator would see nothing.
-  if (options.metrics && request.target == "/metrics") {
+  if (persists && options.metrics && request.target == "/metrics") {
     return send_now([&](const Context& ctx) { return metrics_response(ctx, options.metrics()); });
   }
   // The branches serve_request takes before the cache.
@@ -59,7 +61,7 @@ HitOutcome serve_hit_now(ClientConnection& connection, std::string& head, Cache&
   lookup.entry = cache.find(lookup.key);
   const UnixSeconds now = unix_now();
   // A large body goes out from the worker, in two writes and without a copy (send_cached).
-  if (!lookup.entry || lookup.entry->body.size() > kOneWriteBytes ||
+  if (!persists || !lookup.entry || lookup.entry->body.size() > kOneWriteBytes ||
       decide_use(*lookup.entry, request, rules, now) != StoredUse::serve) {
     connection.looked_up_ = std::move(lookup);  // serve_request goes on from this lookup
     return HitOutcome::not_served;

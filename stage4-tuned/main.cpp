@@ -30,8 +30,10 @@ std::size_t default_shards(const proxy::ServerConfig& server) {
       kMaxDefaultShards);
 }
 
-// The flags of stage 4's own, into `config`; `workers` takes "auto" or a count.
-void add_tuned_options(CLI::App& app, proxy::TunedConfig& config, std::string& workers) {
+// The flags of stage 4's own, into `config`; `workers` and `origin_limit` take "auto" or a
+// count (origin_limit also "off").
+void add_tuned_options(CLI::App& app, proxy::TunedConfig& config, std::string& workers,
+                       std::string& origin_limit) {
   using proxy::add_count_option;
   using proxy::add_millis_option;
   app.add_option("--workers", workers,
@@ -103,6 +105,23 @@ void add_tuned_options(CLI::App& app, proxy::TunedConfig& config, std::string& w
                "with everything else and relays it when it has arrived whole (128 KiB at "
                "most, head and body): no worker waits on the origin, and no thread is woken for its "
                "answer. Anything else still goes to a worker");
+  app.add_option("--origin-limit", origin_limit,
+                 "Requests in flight to one origin at once: 'auto' finds each origin's peak "
+                 "from its latency — the limit grows while latency stays near the lowest seen "
+                 "(re-measured every 10 s at a low limit) and falls in proportion as it rises, "
+                 "as Netflix's Gradient2 and Envoy's adaptive concurrency do; a number fixes it; "
+                 "'off' sends every miss at once. Sizing by Little's law alone (L = λ·W) "
+                 "overshoots a downstream that collapses when oversubscribed: W grows as it "
+                 "thrashes, and so would L. Requests past the limit wait on the poller, holding "
+                 "no thread; hits never wait")
+      ->check(CLI::IsMember({"auto", "off"}) | CLI::Range(1, 100'000))
+      ->capture_default_str();
+  add_millis_option(app, "--origin-queue-ms", config.origin_queue_delay,
+                    "How long a request may wait for its origin's limit without that origin's "
+                    "queue counting as standing, in ms; once it stands past this for "
+                    "--shed-interval-ms, new requests to that origin get 503 + Retry-After: 1 "
+                    "(CoDel, per origin: other origins are not shed)",
+                    1, 600'000);
   add_count_option(app, "--max-tunnels", config.max_tunnels,
                    "CONNECT tunnels open at once; past it a CONNECT gets 503 (tunnels). A tunnel "
                    "holds no worker: the tunnel thread relays it. 0: half of --max-connections",
@@ -114,6 +133,7 @@ void add_tuned_options(CLI::App& app, proxy::TunedConfig& config, std::string& w
 int main(int argc, char** argv) {
   proxy::TunedConfig config;
   std::string workers = "auto";
+  std::string origin_limit = "auto";
   // Lives inside run(); final_stats keeps its part of the stats line for after.
   std::optional<proxy::TunedServer> tuned;
   std::string final_stats;  // the pool's part of the stats line, kept once the pool is gone
@@ -123,7 +143,7 @@ int main(int argc, char** argv) {
   stage.description =
       "stage4-tuned: a caching HTTP forward proxy with a self-sizing worker pool, load shedding, "
       "deadlines, a sharded cache, keep-alive connections parked in epoll, and GET /metrics";
-  stage.add_options = [&](CLI::App& app) { add_tuned_options(app, config, workers); };
+  stage.add_options = [&](CLI::App& app) { add_tuned_options(app, config, workers, origin_limit); };
   stage.build_cache = [&config](const proxy::ServerConfig& server) {
     if (config.cache_shards == 0) config.cache_shards = default_shards(server);
     return proxy::make_concurrent_cache(server.cache_policy, config.cache_shards,
@@ -138,6 +158,9 @@ int main(int argc, char** argv) {
       config.workers_auto = false;
       config.workers = std::stoul(workers);
     }
+    config.origin_limit = origin_limit != "off";
+    config.origin_limit_fixed =
+        origin_limit == "auto" || origin_limit == "off" ? 0 : std::stoul(origin_limit);
     tuned.emplace(server, config);
     tuned->run();
     // Destroyed here, while the Server lives: its tunnel thread ends the last tunnels against

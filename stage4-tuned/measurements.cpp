@@ -69,6 +69,7 @@ std::string TunedServer::metrics_text() const {
     m.origin_reused = origin_pool_->counters().reused;
     m.origin_idle = origin_pool_->idle();
   }
+  m.origins = gates_.views();
   m.latency = latency_.snapshot();
   return render_prometheus(m);
 }
@@ -85,7 +86,10 @@ std::string TunedServer::stats_text() const {
          " max_tunnels=" + std::to_string(options_.max_tunnels) +
          " origin_connects=" + std::to_string(server_.stats().origin_connects.load()) +
          " origin_reused=" + std::to_string(origin_pool_ ? origin_pool_->counters().reused : 0) +
-         " poller_misses=" + std::to_string(poller_misses_.load());
+         " poller_misses=" + std::to_string(poller_misses_.load()) + " origin_limit=" +
+         (!config_.origin_limit            ? std::string("off")
+          : config_.origin_limit_fixed > 0 ? std::to_string(config_.origin_limit_fixed)
+                                           : std::string("auto"));
 }
 
 }  // namespace proxy

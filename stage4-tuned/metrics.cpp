@@ -111,6 +111,32 @@ std::string render_prometheus(const MetricsSnapshot& m) {
   sample(out, "proxy_origin_connections_idle", "gauge",
          "Origin connections kept open between requests now.", m.origin_idle);
 
+  // One sample per origin, labelled by it: what its limit is and what it does with it.
+  const auto per_origin = [&](const char* name, const char* type, const char* help, auto value_of) {
+    family(out, name, type, help);
+    for (const OriginGateView& origin : m.origins) {
+      out.append(name).append("{origin=\"").append(origin.key).append("\"} ");
+      out.append(value_of(origin)).append("\n");
+    }
+  };
+  per_origin("proxy_origin_limit", "gauge",
+             "Requests allowed in flight to this origin at once (--origin-limit).",
+             [](const OriginGateView& o) { return std::to_string(o.limit); });
+  per_origin("proxy_origin_in_flight", "gauge", "Requests in flight to this origin now.",
+             [](const OriginGateView& o) { return std::to_string(o.in_flight); });
+  per_origin("proxy_origin_waiting", "gauge",
+             "Requests waiting on the poller for this origin's limit now.",
+             [](const OriginGateView& o) { return std::to_string(o.waiting); });
+  per_origin("proxy_origin_queue_delay_seconds", "gauge",
+             "How long the oldest request waiting for this origin's limit has waited.",
+             [](const OriginGateView& o) { return number(o.queue_delay_seconds); });
+  per_origin("proxy_origin_min_rtt_seconds", "gauge",
+             "The unloaded latency the limit compares with (re-measured every 10 s).",
+             [](const OriginGateView& o) { return number(o.min_rtt_seconds); });
+  per_origin("proxy_origin_rtt_seconds", "gauge",
+             "Mean latency of this origin's requests in the limit's last window.",
+             [](const OriginGateView& o) { return number(o.rtt_seconds); });
+
   const char* latency = "proxy_request_duration_seconds";
   family(out, latency, "histogram",
          "Time from reading a request's head to the end of its response, for every request read "

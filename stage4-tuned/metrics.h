@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cache.h"
+#include "origin_gates.h"
 
 namespace proxy {
 
@@ -63,6 +64,7 @@ struct MetricsSnapshot {
   std::uint64_t origin_reused = 0;    ///< requests sent on a kept origin connection
   std::uint64_t origin_retries = 0;   ///< requests sent again after a kept one closed unanswered
   std::size_t origin_idle = 0;        ///< origin connections kept idle now
+  std::vector<OriginGateView> origins;  ///< each origin's concurrency limit (origin_gates.h)
   LatencyHistogram::Snapshot latency;
 };
 

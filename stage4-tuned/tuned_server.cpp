@@ -55,13 +55,6 @@ bool epoll_client(int epoll_fd, int op, int fd, std::uint32_t events) noexcept {
   return false;
 }
 
-// Whether the peer of connected socket `fd` has hung up (or half-closed, or the socket failed)
-// by now: poll(2) with no wait reports the same conditions EPOLLRDHUP, EPOLLHUP and EPOLLERR do.
-bool peer_hung_up(int fd) noexcept {
-  pollfd watched{fd, POLLRDHUP, 0};
-  return ::poll(&watched, 1, 0) > 0 && (watched.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
-}
-
 std::size_t initial_workers(const TunedConfig& config) {
   return config.workers_auto ? config.min_workers : config.workers;
 }
@@ -102,15 +95,27 @@ TunedConfig fit_to_descriptors(TunedConfig config) {
 
 }  // namespace
 
+// poll(2) with no wait reports the same conditions EPOLLRDHUP, EPOLLHUP and EPOLLERR do.
+bool TunedServer::peer_hung_up(int fd) noexcept {
+  pollfd watched{fd, POLLRDHUP, 0};
+  return ::poll(&watched, 1, 0) > 0 && (watched.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
 TunedServer::TunedServer(Server& server, const TunedConfig& config)
     : server_(server),
       config_(fit_to_descriptors(config)),
       options_(server.config().proxy),
+      gates_(config.origin_limit_options, config.origin_limit_fixed,
+             [this] {
+               std::uint64_t one = 1;
+               [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
+             }),
       sizer_(sizer_options(config), initial_workers(config)),
       shedder_(shedder_options(config)),
       tunnels_(server.stats(), server.config().proxy.tunnel_idle_timeout),
-      pool_(initial_workers(config), config.queue, [this](Job job) { serve(std::move(job)); },
-            [batch = config.batch_workers] { prepare_worker_thread(batch); }) {
+      pool_(
+          initial_workers(config), config.queue, [this](Job job) { serve(std::move(job)); },
+          [batch = config.batch_workers] { prepare_worker_thread(batch); }) {
   options_.keep_alive = true;
   options_.drop_abandoned = true;
   options_.adopt_tunnel = [this](EstablishedTunnel tunnel) { tunnels_.adopt(std::move(tunnel)); };
@@ -136,6 +141,7 @@ TunedServer::TunedServer(Server& server, const TunedConfig& config)
 
 TunedServer::~TunedServer() {
   pool_.shutdown();
+  gates_.stop_waking();
   returned_.clear();
   idle_.clear();
   ::close(wake_fd_);
@@ -180,12 +186,18 @@ void TunedServer::run() {
   epoll_control(epoll_fd_, EPOLL_CTL_DEL, listener, 0);
   std::vector<Client> in_flight;  // misses the poller sent: they finish, as a worker's do
   for (std::unique_ptr<Idle>& idle : idle_) {
+    if (idle && idle->waiting_since != Clock::time_point{}) {
+      reply_overloaded(idle->client.connection.release(), server_.stats(), "shutting down",
+                       "still waiting for its origin's limit");
+      continue;
+    }
     if (!idle || !idle->client.miss) continue;
     stop_watching_origin(*idle);
     in_flight.push_back(std::move(idle->client));
   }
   idle_.clear();
   idle_count_.store(0);
+  origin_queues_.clear();
   for (Job& job : pool_.close()) {
     reply_overloaded(job.client.connection.release(), server_.stats(), "shutting down",
                      "still queued for a worker");
@@ -210,6 +222,10 @@ void TunedServer::housekeeping(Clock::time_point now) {
   ++busy_ticks_;
   close_idle(now);
   if (origin_pool_) origin_pool_->close_idle();
+  if (config_.origin_limit) {
+    gates_.tick(now);
+    admit_waiting(now);  // a limit that grew lets waiters in; a standing queue sheds
+  }
   // Requests waiting past the shedding target while the pool may still grow: do not wait for
   // the interval, a tick is enough evidence.
   resize_pool(now, wait >= seconds(config_.shed_delay) / 2);
@@ -252,7 +268,10 @@ void TunedServer::park(Client client) {
   const auto index = static_cast<std::size_t>(fd);
   if (index >= idle_.size()) idle_.resize(index + 1);
   const auto now = Clock::now();
-  idle_[index] = std::make_unique<Idle>(Idle{std::move(client), now, now, {}});
+  // A worker that served one request of a pipelined batch hands the rest back: the poller
+  // admits each request to its origin's limit (origin_admission.cpp).
+  std::string head = client.connection.take_buffered();
+  idle_[index] = std::make_unique<Idle>(Idle{std::move(client), now, now, std::move(head), {}});
   idle_count_.fetch_add(1, std::memory_order_relaxed);
   readable(fd);
 }
@@ -274,9 +293,25 @@ void TunedServer::readable(int fd) {
     free_slot(fd);
     return;
   }
+  // Waiting for its origin's limit: disarmed, and a late event of a previous owner of the
+  // descriptor must not read its next request into the queue with it.
+  if (idle.waiting_since != Clock::time_point{}) return;
   HeadState state =
       idle.client.connection.has_unsent() ? send_unsent(idle) : read_head(idle);
   if (state == HeadState::ready) state = answer_hit(idle);
+  if (state == HeadState::ready && config_.origin_limit) {
+    const Admission admission = admit(idle, fd);
+    if (admission == Admission::wait) return;  // stays parked, disarmed, in origin_queues_
+    if (admission == Admission::shed) {
+      free_slot(fd);
+      return;
+    }
+  }
+  go_on(idle, fd, state);
+}
+
+void TunedServer::go_on(Idle& idle, int fd, HeadState state) {
+  const auto index = static_cast<std::size_t>(fd);
   // A plain miss whose origin has a kept connection: sent from here (poller_misses.cpp).
   if (state == HeadState::ready && config_.poller_misses && start_miss(idle, fd)) return;
   switch (state) {
@@ -391,6 +426,9 @@ void TunedServer::serve(Job job) {
     const auto began = Clock::now();
     // A miss the poller sent goes on here from where it is (its request counted there).
     const bool resumed = client.miss != nullptr;
+    // The origin's latency runs from here, not from the worker queue (origin_gates.h); a
+    // resumed miss's ran from when the poller sent it.
+    if (client.permit && !resumed) client.permit.restart();
     const bool open =
         resumed ? finish_miss(connection, std::move(client.miss), cache, options_, stats,
                               origin_wait_left(client, began))
@@ -405,8 +443,12 @@ void TunedServer::serve(Job job) {
       worker_nanoseconds_.fetch_add(static_cast<std::uint64_t>(took.count()),
                                     std::memory_order_relaxed);
     }
+    client.permit.finish();  // its answer is out: the next request to that origin may go
     if (!open) return;                         // closed by serve_request
     if (!connection.has_buffered()) break;     // else: a pipelined request is already here
+    // Under origin limits each request is admitted by the poller, a pipelined one too: park()
+    // takes the bytes back.
+    if (config_.origin_limit) break;
   }
   if (stopping_.load()) return;  // closes it: no more requests once stopping
   {
@@ -426,6 +468,8 @@ void TunedServer::take_returned() {
     back.swap(returned_);
   }
   for (Client& client : back) park(std::move(client));
+  // A permit given back to an origin with requests waiting wakes the poller through here too.
+  if (config_.origin_limit) admit_waiting(Clock::now());
 }
 
 void TunedServer::close_idle(Clock::time_point now) {
@@ -433,6 +477,7 @@ void TunedServer::close_idle(Clock::time_point now) {
   // vector costs.
   for (std::unique_ptr<Idle>& idle : idle_) {
     if (!idle) continue;
+    if (idle->waiting_since != Clock::time_point{}) continue;  // admit_waiting sheds it, or not
     if (idle->client.miss) {
       // No byte from its origin for the origin timeout: a worker answers 504 (or cuts a stalled
       // body), as its own read would have.

@@ -11,16 +11,18 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "elastic_pool.h"
 #include "machine_limits.h"
 #include "metrics.h"
+#include "origin_gates.h"
 #include "origin_pool.h"
 #include "pool_sizer.h"
 #include "proxy.h"
@@ -65,6 +67,15 @@ struct TunedConfig {
   /// most one origin connection at a time, so keeping as many per origin as workers can be busy
   /// lets a steady load to one origin run without a connect per request.
   OriginPoolLimits origin_limits{256, 1024, Millis{4'000}};
+  /// A concurrency limit toward each origin (origin_gates.h): adaptive by default, so a
+  /// downstream that collapses when oversubscribed is sent what it serves best; a number fixes
+  /// every origin's limit; off sends whatever the clients ask (every miss at once).
+  bool origin_limit = true;
+  std::size_t origin_limit_fixed = 0;  ///< > 0: that limit, not adapted
+  ConcurrencyLimitOptions origin_limit_options{};
+  /// A request waiting for its origin's limit may wait this long without the origin's queue
+  /// counting as standing; past it for --shed-interval-ms, that origin's newcomers get 503.
+  Millis origin_queue_delay{1'000};
 };
 
 /// Runs the accept loop, the epoll poller and the pool until the server's stop is requested,
@@ -97,6 +108,7 @@ class TunedServer {
           miss_sent(other.miss_sent),
           origin_progress(other.origin_progress),
           answer_began(other.answer_began),
+          permit(std::move(other.permit)),
           open_(std::exchange(other.open_, nullptr)) {}
     Client& operator=(Client&& other) noexcept {
       if (this != &other) {
@@ -107,6 +119,7 @@ class TunedServer {
         miss_sent = other.miss_sent;
         origin_progress = other.origin_progress;
         answer_began = other.answer_began;
+        permit = std::move(other.permit);
         open_ = std::exchange(other.open_, nullptr);
       }
       return *this;
@@ -124,6 +137,10 @@ class TunedServer {
     /// When its answer's head was all here and its body not (zero until then): a body still
     /// arriving a tick later goes to a worker, which relays it as it comes (close_idle).
     std::chrono::steady_clock::time_point answer_began{};
+    /// The request's place in its origin's limit (origin_gates.h), from admission until its
+    /// answer is relayed; empty for hits, CONNECT and the proxy's own /metrics.
+    OriginPermit permit;
+
    private:
     void release_place() noexcept {
       connection = ClientConnection(Socket());  // close first, then count it gone
@@ -139,7 +156,18 @@ class TunedServer {
     std::chrono::steady_clock::time_point since;       // parked at; the idle timeout runs from it
     std::chrono::steady_clock::time_point first_byte;  // of `head`; the client timeout runs from it
     std::string head;
+    // Since when its request waits for its origin's limit (origin_queues_); zero when it does not.
+    std::chrono::steady_clock::time_point waiting_since{};
   };
+  // The requests waiting for one origin's limit, oldest first (descriptors into idle_), and
+  // that queue's own CoDel: a collapsing origin's standing queue sheds its own newcomers, never
+  // another origin's.
+  struct OriginQueue {
+    std::shared_ptr<OriginGate> gate;
+    std::deque<int> waiting;
+    QueueDelayShedder shedder;
+  };
+  enum class Admission { go, wait, shed };
   // A connection with a whole request head, waiting for a worker.
   struct Job {
     Client client;
@@ -149,6 +177,9 @@ class TunedServer {
   // The poller does its housekeeping (timeouts, sizing, the shedder) at least this often, in ms.
   static constexpr int kTickMs = 50;
 
+  // Whether the peer of connected socket `fd` has hung up (or half-closed, or the socket
+  // failed) by now, without waiting.
+  static bool peer_hung_up(int fd) noexcept;
   void serve(Job job);                // on a worker
   void accept_ready();                // on the poller
   void park(Client client);           // on the poller: wait in epoll for the next request
@@ -165,6 +196,10 @@ class TunedServer {
   HeadState answer_hit(Idle& idle);   // on the poller: a hit, answered without a worker
   HeadState send_unsent(Idle& idle);  // on the poller: the rest of a hit, when writable
   void dispatch(Idle& idle);          // on the poller: a whole head is here, to a worker
+  // The origin's limit (origin_gates.h), on the poller: go holds a permit (or needs none).
+  Admission admit(Idle& idle, int fd);
+  void go_on(Idle& idle, int fd, HeadState state);  // after admission: poller miss, worker, close
+  void admit_waiting(std::chrono::steady_clock::time_point now);
   void submit(Client client);         // on the poller: to a worker, or shed with 503
   bool enqueue(Client& client);       // on the poller: false (client untouched) when full
   void take_returned();               // on the poller
@@ -195,8 +230,12 @@ class TunedServer {
   std::atomic<std::uint64_t> poller_misses_{0};  // misses the poller relayed whole
   std::atomic<std::size_t> misses_waiting_{0};   // poller misses waiting on their origin now
 
+  // Before every Client: a permit gives itself back to it.
+  OriginGates gates_;
+
   // Poller-only state.
   std::vector<std::unique_ptr<Idle>> idle_;  // indexed by fd; null where none
+  std::unordered_map<const OriginGate*, OriginQueue> origin_queues_;
   std::vector<int> origin_owner_;  // indexed by an origin's fd: its miss's client fd, or -1
   bool listening_paused_ = false;
   std::chrono::steady_clock::time_point resume_listening_;
