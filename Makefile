@@ -16,7 +16,8 @@ help:
 	@echo "make cross-check    build for aarch64 (Raspberry Pi OS) and run the unit and black-box tests under qemu-user (build/cross/; CROSS_LABELS=unit: unit tests only, as CI)"
 	@echo "make bench-cache     cache policy and wrapper throughput (Google Benchmark)"
 	@echo "make bench-dispatch  cost of a thread per task vs a pool submit (Google Benchmark)"
-	@echo "make sweep      the tuning curve: STAGE x WORKERS under wrk -> results/sweep/ (QUICK=1: ~20 s)"
+	@echo "make sweep      the tuning curve: STAGE x WORKERS under wrk against an origin that collapses past 32 -> results/sweep/ (QUICK=1: ~20 s)"
+	@echo "make sizing-sim the concurrency controllers against the origin's overload laws, in virtual time -> results/sizing-sim/ (SIM_ARGS)"
 	@echo "make bench      every stage side by side on the studies' scenarios -> results/bench/ (PEERS=1, QUICK=1)"
 	@echo "make grade      grade every stage of this tree, or SUBMISSION=DIR [STAGES=1,3] [QUICK=1] -> results/grade/"
 	@echo "make grade-mutants   grade each planted-bug mutant of stage 3; every one must be caught (not in a lab handout)"
@@ -99,16 +100,23 @@ clean:
 # --- Load measurements (docs/results.md): `make sweep`, `make bench` ----------------------
 # Both need wrk and gnuplot (scripts/install-deps bench); `make bench PEERS=1` also squid,
 # tinyproxy, nginx and varnish (scripts/install-deps peers). Only the programs they run are built.
-# make sweep [STAGE=stage3-pool] [WORKERS="1 2 4 ..."] [CONNECTIONS=100] [DURATION=10]
+# make sweep [STAGE=stage3-pool] [WORKERS="1 2 4 ..."] [CONNECTIONS=200] [DURATION=10]
 #            (STAGE=stage4-tuned adds a --workers auto point per connection count: --auto)
-#            [ORIGIN_DELAY_MS=20] [ORIGIN_CAPACITY=0] [WORKLOAD=miss|hit] [QUICK=1]
+#            [ORIGIN_DELAY_MS=20] [ORIGIN_CAPACITY=32] [ORIGIN_OVERLOAD=thrash|queue|fail]
+#            [REFERENCE=stage4-tuned] [WORKLOAD=miss|hit] [QUICK=1]
+# The default is the study's curve: an origin that thrashes past 32 requests in service, so the
+# sweep climbs past the cores, peaks near 32 workers and collapses, with stage 4's own level
+# drawn across it (REFERENCE= leaves it out). ORIGIN_OVERLOAD=queue ORIGIN_CAPACITY=0
+# CONNECTIONS=100 is the friendly origin of the earlier runs (docs/results.md).
 # make bench [DURATION=5] [BENCH_CONNECTIONS="1 10 100 400"] [POOL_WORKERS=128] [PEERS=1] [QUICK=1]
 .PHONY: sweep bench deps-bench
 STAGE ?= stage3-pool
 WORKERS ?= 1 2 4 8 16 32 64 128
-CONNECTIONS ?= 100
+CONNECTIONS ?= 200
 ORIGIN_DELAY_MS ?= 20
-ORIGIN_CAPACITY ?= 0
+ORIGIN_CAPACITY ?= 32
+ORIGIN_OVERLOAD ?= thrash
+REFERENCE ?= $(if $(filter stage4-tuned,$(STAGE)),,stage4-tuned)
 WORKLOAD ?= miss
 BENCH_CONNECTIONS ?= 1 10 100 400
 POOL_WORKERS ?= 128
@@ -124,11 +132,19 @@ deps-bench:
 	@scripts/install-deps --if-missing build bench $(if $(filter 1,$(PEERS)),peers)
 
 sweep: deps-bench build/release/build.ninja
-	cmake --build --preset release -j $(JOBS) --target tuning-sweep origin $(STAGE)
+	cmake --build --preset release -j $(JOBS) --target tuning-sweep origin $(STAGE) $(REFERENCE)
 	build/release/bin/tuning-sweep --stage $(STAGE) --workers "$(WORKERS)" \
 	  --connections "$(CONNECTIONS)" --duration $(SWEEP_DURATION) \
-	  --delay-ms $(ORIGIN_DELAY_MS) --capacity $(ORIGIN_CAPACITY) --workload $(WORKLOAD) \
+	  --delay-ms $(ORIGIN_DELAY_MS) --capacity $(ORIGIN_CAPACITY) --overload $(ORIGIN_OVERLOAD) \
+	  --workload $(WORKLOAD) $(if $(REFERENCE),--reference $(REFERENCE)) \
 	  $(if $(filter stage4-tuned,$(STAGE)),--auto) --out results/sweep
+
+# make sizing-sim [SIM_ARGS="--overload queue --capacity 16 ..."]: every controller and the fixed
+# sweep in virtual time (tools/sizing_sim.cpp), seconds of real time; gnuplot draws the PNG.
+.PHONY: sizing-sim
+sizing-sim: build/release/build.ninja
+	cmake --build --preset release -j $(JOBS) --target sizing-sim
+	build/release/bin/sizing-sim --out results/sizing-sim $(SIM_ARGS)
 
 bench: deps-bench build/release/build.ninja
 	cmake --build --preset release -j $(JOBS)

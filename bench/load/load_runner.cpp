@@ -21,9 +21,9 @@ std::string own_bin_dir() {
 }
 
 harness::Process start_origin(const std::string& bin_dir, int delay_ms, int capacity,
-                              const std::string& log_path) {
-  std::vector<std::string> argv = {bin_dir + "/origin", "--port", "0", "--delay-ms",
-                                   std::to_string(delay_ms)};
+                              const std::string& log_path, const std::string& overload) {
+  std::vector<std::string> argv = {bin_dir + "/origin",      "--port",     "0",     "--delay-ms",
+                                   std::to_string(delay_ms), "--overload", overload};
   if (capacity > 0) {
     argv.push_back("--capacity");
     argv.push_back(std::to_string(capacity));

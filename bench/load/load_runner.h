@@ -26,10 +26,11 @@ struct ServerCommand {
   bool measure_children = false;
 };
 
-/// Starts the harness origin (`BIN_DIR/origin --port 0 --delay-ms D [--capacity K]`), its
-/// stderr to `log_path`. Throws std::runtime_error when it does not start.
+/// Starts the harness origin (`BIN_DIR/origin --port 0 --delay-ms D --overload LAW
+/// [--capacity K]`; the laws: harness/downstream.h), its stderr to `log_path`. Throws
+/// std::runtime_error when it does not start.
 harness::Process start_origin(const std::string& bin_dir, int delay_ms, int capacity,
-                              const std::string& log_path);
+                              const std::string& log_path, const std::string& overload = "queue");
 
 /// Starts `server` (stderr to `log_path`), runs wrk at it with `wrk` (proxy_url filled in
 /// here) while a ProcSampler watches it, stops it (SIGTERM, 5 s grace) and fills

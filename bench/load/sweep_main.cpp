@@ -4,8 +4,10 @@
 //   OUT/sweep.csv   one row per (workers, connections) point, columns as bench::csv_columns()
 //   OUT/sweep.gp    the gnuplot script, kept so a reader can restyle the plot
 //   OUT/sweep.svg, OUT/sweep.png   throughput against workers (log scale) beside the
-//                   Little's-law bound min(workers, connections[, capacity]) / delay, p99 on
-//                   the second axis, points with errors marked
+//                   Little's-law bound min(workers, connections[, capacity]) / delay (or, for a
+//                   thrashing origin, what its law predicts), p99 on the second axis, the
+//                   throughput peak and the best p99 marked, points with errors marked, and a
+//                   reference stage's own level (--reference stage4-tuned)
 //   OUT/logs/       the origin's and each stage run's stderr
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -34,6 +36,8 @@ struct SweepOptions {
   int duration_s = 10;
   int delay_ms = 20;
   int capacity = 0;
+  std::string overload = "queue";  // the origin's law past its capacity (harness/downstream.h)
+  std::string reference;           // a stage measured once per connection count with its defaults
   std::string workload = "miss";
   int body_bytes = 1024;
   int wrk_threads = 2;
@@ -56,7 +60,7 @@ int column(const std::string& name) {
 std::string plot_title(const SweepOptions& o) {
   std::ostringstream title;
   title << o.stage << ", " << o.workload << " path, origin delay " << o.delay_ms << " ms";
-  if (o.capacity > 0) title << ", origin capacity " << o.capacity;
+  if (o.capacity > 0) title << ", origin capacity " << o.capacity << " (" << o.overload << ")";
   title << ", " << o.body_bytes << "-byte bodies, " << o.duration_s << " s per point";
   return title.str();
 }
@@ -93,6 +97,12 @@ std::string plot_settings(const SweepOptions& o, const fs::path& csv) {
      << "lim(a, b) = a < b ? a : b\n"
      << "bound(w, c) = delay_s > 0 ? (capacity > 0 ? lim(lim(w, c), capacity) : lim(w, c)) / delay_s : 1/0\n"
      << "set samples 400\n";
+  // The thrash law (harness/downstream.h, thrash_slowdown): n in service take delay x
+  // max(1, (n/K)^2), and 1 in 20 of them 4x that from n = K on, fewer below.
+  gp << "slow(n) = 0.05 * (n < capacity ? (n / capacity)**4 : 1)\n"
+     << "crowd(n) = n > capacity ? (n / capacity)**2 : 1\n"
+     << "law(w, c) = delay_s > 0 && capacity > 0 ? lim(w, c) / (delay_s * crowd(lim(w, c)) * (1 + "
+        "3 * slow(lim(w, c)))) : 1/0\n";
   auto ws = bench::parse_int_list(o.workers);
   double low = *std::min_element(ws.begin(), ws.end());
   double high = *std::max_element(ws.begin(), ws.end());
@@ -131,16 +141,27 @@ std::string plot_command(const SweepOptions& o, const std::vector<int>& connecti
       gp << "auto" << c << "_max with lines dt 4 lw 2 lc rgb '" << color
          << "' title '--workers auto, " << c << " connections', \\\n     ";
     }
+    if (!o.reference.empty()) {
+      gp << "ref" << c << "_max with lines dt 5 lw 2 lc rgb '#d62728' title '" << o.reference
+         << " (its defaults), " << c << " connections', \\\n     ";
+    }
     gp << file << " using " << workers << ":" << only << "$" << rps
        << " : 1/0) with linespoints ls 1 lc rgb '" << color << "' title 'measured, " << c
-       << " connections', \\\n     "
-       // The bound as a function of workers, so its bend at min(workers, ...) shows.
-       << "bound(x, " << c << ") with lines dt 2 lw 2 lc rgb '" << color
-       << "' title \"Little's law: min(workers, " << c << (o.capacity > 0 ? ", capacity" : "")
-       << ") / " << o.delay_ms << " ms\", \\\n     "
-       << file << " using " << workers << ":" << only << "$" << p99
-       << " : 1/0) axes x1y2 with linespoints lw 1.5 pt 6 dt 3 lc rgb '" << p99_colors[i % std::size(p99_colors)]
-       << "' title 'p99 latency, " << c << " connections'";
+       << " connections', \\\n     ";
+    if (o.overload == "thrash" && o.capacity > 0) {
+      // What the origin's law allows at min(workers, connections) in service.
+      gp << "law(x, " << c << ") with lines dt 2 lw 2 lc rgb '" << color
+         << "' title 'the origin law: n / service time(n), n = min(workers, " << c
+         << ")', \\\n     ";
+    } else {
+      // The bound as a function of workers, so its bend at min(workers, ...) shows.
+      gp << "bound(x, " << c << ") with lines dt 2 lw 2 lc rgb '" << color
+         << "' title \"Little's law: min(workers, " << c << (o.capacity > 0 ? ", capacity" : "")
+         << ") / " << o.delay_ms << " ms\", \\\n     ";
+    }
+    gp << file << " using " << workers << ":" << only << "$" << p99
+       << " : 1/0) axes x1y2 with linespoints lw 1.5 pt 6 dt 3 lc rgb '"
+       << p99_colors[i % std::size(p99_colors)] << "' title 'p99 latency, " << c << " connections'";
     // Only drawn where a point had errors: gnuplot 5.4 crashes on a label plot with no
     // valid point.
     if (with_errors.count(c) == 0) continue;
@@ -161,10 +182,18 @@ std::string plot_command(const SweepOptions& o, const std::vector<int>& connecti
 // The whole script: settings, the --workers auto levels, then the same plot drawn to SVG and
 // to PNG.
 std::string gnuplot_script(const SweepOptions& o, const std::vector<int>& connections,
-                           const std::set<int>& with_errors,
+                           const std::set<int>& with_errors, const std::vector<std::string>& marks,
                            const fs::path& csv) {
   std::ostringstream gp;
   gp << plot_settings(o, csv);
+  for (const std::string& mark : marks) gp << mark;
+  if (!o.reference.empty()) {
+    for (const int c : connections) {
+      gp << "stats '" << csv.string() << "' skip 1 using (($" << column("workers") << "==-1 && $"
+         << column("connections") << "==" << c << ") ? $" << column("ok_per_s")
+         << " : 1/0) name 'ref" << c << "' nooutput\n";
+    }
+  }
   // The --workers auto points (workers 0 in the CSV) are drawn as a level line across the curve:
   // the throughput the self-sized pool reached, to read against the fixed sizes.
   if (o.with_auto) {
@@ -215,6 +244,16 @@ void add_sweep_options(CLI::App& app, SweepOptions& o) {
                  "Origin serves at most this many requests at once (the downstream bottleneck; 0 = unlimited)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--overload", o.overload,
+                 "What the origin does past --capacity: queue (requests wait: throughput flat), "
+                 "thrash (service slows as (n/capacity)^2: throughput peaks at the capacity, then "
+                 "collapses) or fail (503 past it); harness/downstream.h")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"queue", "thrash", "fail"}));
+  app.add_option("--reference", o.reference,
+                 "Also measure this stage with its own defaults at each connection count (e.g. "
+                 "stage4-tuned: does it find the peak by itself?); CSV workers -1, drawn as a "
+                 "level line");
   app.add_option("--workload", o.workload, "miss (unique URLs) or hit (one URL)")
       ->capture_default_str()
       ->check(CLI::IsMember({"miss", "hit"}));
@@ -233,8 +272,50 @@ void add_sweep_options(CLI::App& app, SweepOptions& o) {
                "sizes its own pool: stage4-tuned); CSV workers 0, drawn as a level line");
 }
 
-// One point of the curve: the stage with `w` workers (0: --workers auto) under `c` wrk
-// connections, its log in OUT/logs.
+// Labels on the plot, per connection count: the throughput peak (the study's ~32 workers) and
+// the best p99 (its ~16): where tail latency is best is the practical size, and it comes before
+// the peak. Fixed worker counts only; a point with timeouts or failed connections has no p99
+// worth naming.
+std::vector<std::string> peak_marks(const std::vector<bench::LoadPoint>& points,
+                                    const std::vector<int>& connections) {
+  std::vector<std::string> marks;
+  for (const int c : connections) {
+    const bench::LoadPoint* peak = nullptr;
+    const bench::LoadPoint* best_p99 = nullptr;
+    for (const bench::LoadPoint& p : points) {
+      if (p.connections != c || p.workers <= 0 || !(p.wrk.ok_per_s() > 0)) continue;
+      if (peak == nullptr || p.wrk.ok_per_s() > peak->wrk.ok_per_s()) peak = &p;
+      const bool clean = p.wrk.errors.timeout == 0 && p.wrk.errors.connect == 0;
+      if (clean && (best_p99 == nullptr || p.wrk.latency_ms.p99 < best_p99->wrk.latency_ms.p99)) {
+        best_p99 = &p;
+      }
+    }
+    if (peak == nullptr) continue;
+    std::ostringstream mark;
+    mark << "set label 'peak: " << peak->workers << " workers, "
+         << static_cast<long>(std::lround(peak->wrk.ok_per_s())) << "/s' at " << peak->workers
+         << ", " << peak->wrk.ok_per_s()
+         << " offset 0,1.6 center tc rgb '#1f77b4' point pt 8 ps 2.2 lc rgb '#1f77b4'\n";
+    if (best_p99 != nullptr) {
+      mark << "set label 'best p99: " << best_p99->workers << " workers, "
+           << best_p99->wrk.latency_ms.p99 << " ms' at first " << best_p99->workers << ", second "
+           << best_p99->wrk.latency_ms.p99
+           << " offset 0,-1.4 center tc rgb '#ff7f0e' point pt 10 ps 2.2 lc rgb '#ff7f0e'\n";
+    }
+    marks.push_back(mark.str());
+    std::cerr << "tuning-sweep: " << c << " connections: throughput peaks at " << peak->workers
+              << " workers (" << std::lround(peak->wrk.ok_per_s()) << " answered/s)";
+    if (best_p99 != nullptr) {
+      std::cerr << "; p99 is best at " << best_p99->workers << " workers ("
+                << best_p99->wrk.latency_ms.p99 << " ms)";
+    }
+    std::cerr << std::endl;
+  }
+  return marks;
+}
+
+// One point of the curve: the stage with `w` workers (0: --workers auto; -1: --reference, its
+// own defaults) under `c` wrk connections, its log in OUT/logs.
 bench::LoadPoint measure_point(const SweepOptions& o, const fs::path& stage_path,
                                const std::string& target, int w, int c) {
   bench::LoadPoint point;
@@ -246,11 +327,16 @@ bench::LoadPoint measure_point(const SweepOptions& o, const fs::path& stage_path
   point.body_bytes = o.body_bytes;
   point.origin_delay_ms = o.delay_ms;
   point.origin_capacity = o.capacity;
-  point.bound_rps = bench::littles_law_bound(bench::in_flight_limit(w == 0 ? c : w, c, o.capacity), o.delay_ms);
+  point.bound_rps =
+      bench::littles_law_bound(bench::in_flight_limit(w <= 0 ? c : w, c, o.capacity), o.delay_ms);
 
   const std::string size = w == 0 ? std::string("auto") : std::to_string(w);
   bench::ServerCommand stage{o.stage, {stage_path.string(), "--port", "0", "--workers", size}};
   stage.argv.insert(stage.argv.end(), o.stage_args.begin(), o.stage_args.end());
+  if (w < 0) {
+    point.server = o.reference;
+    stage = {o.reference, {(stage_path.parent_path() / o.reference).string(), "--port", "0"}};
+  }
   harness::WrkOptions wrk;
   wrk.target = target;
   wrk.workload = o.workload;
@@ -258,8 +344,10 @@ bench::LoadPoint measure_point(const SweepOptions& o, const fs::path& stage_path
   wrk.threads = o.wrk_threads;
   wrk.duration = std::chrono::seconds(o.duration_s);
   wrk.timeout = std::chrono::seconds(o.timeout_s);
-  const std::string log =
-      (fs::path(o.out) / "logs" / (o.stage + "-w" + size + "-c" + std::to_string(c) + ".log")).string();
+  const std::string log = (fs::path(o.out) / "logs" /
+                           (w < 0 ? o.reference + "-c" + std::to_string(c) + ".log"
+                                  : o.stage + "-w" + size + "-c" + std::to_string(c) + ".log"))
+                              .string();
   bench::measure(stage, wrk, log, point);
   return point;
 }
@@ -288,16 +376,24 @@ int run(int argc, char** argv) {
   fs::create_directories(out / "logs");
   const fs::path csv = out / "sweep.csv";
 
-  harness::Process origin =
-      bench::start_origin(o.bin_dir, o.delay_ms, o.capacity, (out / "logs" / "origin.log").string());
+  if (!o.reference.empty() && !fs::exists(fs::path(o.bin_dir) / o.reference)) {
+    throw std::runtime_error("no reference stage binary " +
+                             (fs::path(o.bin_dir) / o.reference).string());
+  }
+  harness::Process origin = bench::start_origin(o.bin_dir, o.delay_ms, o.capacity,
+                                                (out / "logs" / "origin.log").string(), o.overload);
   const std::string target = "http://" + origin.address() + "/bytes/" + std::to_string(o.body_bytes);
 
-  const std::size_t total = (workers.size() + (o.with_auto ? 1 : 0)) * connections.size();
+  const std::size_t total =
+      (workers.size() + (o.with_auto ? 1 : 0) + (o.reference.empty() ? 0 : 1)) * connections.size();
   std::cerr << "tuning-sweep: " << o.stage << ", " << total << " points of " << o.duration_s
-            << " s (about " << bench::format_duration(std::chrono::seconds(total * (o.duration_s + 1)))
+            << " s (about "
+            << bench::format_duration(std::chrono::seconds(total * (o.duration_s + 1)))
             << "), origin " << origin.address() << " delay " << o.delay_ms << " ms"
-            << (o.capacity > 0 ? ", capacity " + std::to_string(o.capacity) : "") << ", "
-            << o.workload << " path; writing " << csv.string() << std::endl;
+            << (o.capacity > 0
+                    ? ", capacity " + std::to_string(o.capacity) + " (" + o.overload + ")"
+                    : "")
+            << ", " << o.workload << " path; writing " << csv.string() << std::endl;
 
   std::vector<std::string> rows;
   std::set<int> with_errors;  // connection counts with an error at some point
@@ -305,9 +401,12 @@ int run(int argc, char** argv) {
   std::size_t done = 0;
   std::vector<int> points = workers;
   if (o.with_auto) points.push_back(0);  // 0: --workers auto
+  if (!o.reference.empty()) points.push_back(-1);  // -1: the reference stage, its defaults
+  std::vector<bench::LoadPoint> measured;
   for (int c : connections) {
     for (int w : points) {
       const bench::LoadPoint point = measure_point(o, stage_path, target, w, c);
+      measured.push_back(point);
       rows.push_back(bench::csv_row(point));
       if (point.wrk.errors.total() > 0) with_errors.insert(c);
       write_csv(csv, rows);  // after every point, so an interrupted sweep keeps what it measured
@@ -317,7 +416,8 @@ int run(int argc, char** argv) {
   origin.stop();
 
   const fs::path script = out / "sweep.gp";
-  std::ofstream(script, std::ios::trunc) << gnuplot_script(o, connections, with_errors, csv);
+  std::ofstream(script, std::ios::trunc)
+      << gnuplot_script(o, connections, with_errors, peak_marks(measured, connections), csv);
   if (!o.no_plot) {
     bench::run_gnuplot(script.string());
     std::cerr << "tuning-sweep: wrote " << csv.string() << ", " << (out / "sweep.svg").string() << ", "
