@@ -58,6 +58,7 @@ HeadRead read_head_once(Context& ctx, const Socket& origin, std::string& buffer,
         return HeadRead::answered;
       }
       head_bytes = parsed.consumed;
+      if (ctx.status_out != nullptr) *ctx.status_out = head.status;
       return HeadRead::complete;
     }
     IoResult got = origin.read_some(chunk, ctx.options.origin_timeout,

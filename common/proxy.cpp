@@ -58,6 +58,8 @@ bool serve_request(ClientConnection& connection, Cache& cache, const ProxyOption
   Socket& client = connection.socket_;
   Context ctx{client, options, stats, connection.peer_, {}};
   ctx.connection_requests = &connection.requests_;
+  connection.last_status_ = 0;
+  ctx.status_out = &connection.last_status_;
   ctx.looked_up = std::move(connection.looked_up_);
   connection.looked_up_.reset();
   std::string buffer = std::move(connection.buffered_);

@@ -162,6 +162,11 @@ class ClientConnection {
   /// connection that closes after it): serve_request answers it from the cache, so stage 4
   /// lets it skip its origin's concurrency limit (a revalidation then goes out unlimited).
   [[nodiscard]] bool found_stored() const noexcept { return looked_up_ && looked_up_->entry; }
+  /// The status of the last response a request on this connection got from serve_request,
+  /// complete_miss_now or finish_miss: the origin's (relayed) or the proxy's own (a 502 or 504
+  /// when the origin failed); 0 when none was sent. Stage 4 tells its origin limit of failures
+  /// by it.
+  [[nodiscard]] int last_status() const noexcept { return last_status_; }
   /// True when serve_hit_now left part of a response unsent.
   [[nodiscard]] bool has_unsent() const noexcept { return !unsent_.empty(); }
   /// Bytes of a partly sent hit still to go (0 when none).
@@ -190,6 +195,7 @@ class ClientConnection {
   /// serve: serve_request uses it instead of looking up (and counting a hit or a miss) again.
   std::optional<CacheLookup> looked_up_;
   std::uint64_t requests_ = 0;
+  int last_status_ = 0;
 };
 
 /// Serves one request on `connection`, as serve_connection describes, and returns true when

@@ -7,6 +7,7 @@ namespace proxy {
 
 void reply_error(Context& ctx, int status, std::string_view detail) {
   ctx.stats.errors.fetch_add(1, std::memory_order_relaxed);
+  if (ctx.status_out != nullptr) *ctx.status_out = status;
   ctx.persistent = false;  // after an error, the rest of the connection's bytes are suspect
   log_failure(ctx, std::to_string(status) + " " + std::string(detail));
   const std::string reason(reason_phrase(status));

@@ -153,6 +153,7 @@ MissRead read_miss_now(MissInFlight& miss, bool& progressed) {
 HitOutcome complete_miss_now(ClientConnection& connection, PendingMiss miss, Cache& cache,
                              const ProxyOptions& options, ProxyStats& stats) {
   Context ctx = miss_context(connection.socket_, connection.peer_, *miss, options, stats);
+  ctx.status_out = &connection.last_status_;
   ctx.connection_requests = &connection.requests_;
   ctx.out = &connection.unsent_;
   // Every read below finds its bytes in the buffer (read_miss_now saw the response whole), and
@@ -169,6 +170,7 @@ bool finish_miss(ClientConnection& connection, PendingMiss miss, Cache& cache,
                  const ProxyOptions& options, ProxyStats& stats, Millis origin_wait_left) {
   Socket& client = connection.socket_;
   Context ctx = miss_context(client, connection.peer_, *miss, options, stats);
+  ctx.status_out = &connection.last_status_;
   ctx.connection_requests = &connection.requests_;
   // The origin timeout runs from the origin's last byte, wherever the miss waited for it. With
   // no head yet, the next byte is waited for only as long as is left; with a head, what has

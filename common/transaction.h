@@ -42,6 +42,10 @@ struct Context {
   /// (send_to_client): stage 4's poller relays a whole response this way, then sends it
   /// without blocking (complete_miss_now).
   std::string* out = nullptr;
+  /// When set, the status of the final response is written here — the origin's, relayed, or
+  /// one the proxy made (reply_error) — so stage 4 can tell its origin limit of a failure
+  /// (ClientConnection::last_status).
+  int* status_out = nullptr;
 };
 
 /// Writes `bytes` to the client, or appends them to ctx.out when set. Returns ok, or how the

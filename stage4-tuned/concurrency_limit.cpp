@@ -80,7 +80,14 @@ void ConcurrencyLimit::update(double now, bool saturated) {
   if (samples_ > 0) {
     const double rtt = rtt_sum_ / static_cast<double>(samples_);
     last_rtt_ = rtt;
-    if (min_rtt_ == 0 || rtt < min_rtt_) min_rtt_ = rtt;
+    // The minimum comes from probes (above), where nothing waits downstream; a window sets it
+    // only at first, and a probe follows soon to confirm it. Had every window been allowed to
+    // lower it, one lucky window (an origin timer firing early, a burst of fast answers) would
+    // make the latency of every later window read as queueing, and the limit would decay.
+    if (min_rtt_ == 0) {
+      min_rtt_ = rtt;
+      next_probe_ = std::min(next_probe_, now + options_.first_probe);
+    }
     const double tolerated = std::max(options_.tolerance * min_rtt_, min_rtt_ + options_.slack);
     if (drop_share > 0.05) {
       cut(0.9);

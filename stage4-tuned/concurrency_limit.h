@@ -30,10 +30,14 @@ struct ConcurrencyLimitOptions {
   double slack = 0.002;
   double window = 0.05;             ///< an update needs a window at least this long...
   std::size_t window_samples = 10;  ///< ...with this many samples (or 10 windows with one)
-  /// How often the minimum is measured again: the limit drops to probe_limit() until
-  /// probe_samples requests that started at it have finished, then comes back. Without it, a
-  /// minimum taken on a faster origin (or at a lighter load) would never rise again.
+  /// How often the minimum is measured: the limit drops to a quarter (at most 8) until
+  /// probe_samples requests that started at it have finished, their mean latency becomes the
+  /// minimum, and the limit comes back. The first window gives a first minimum, and a probe
+  /// follows within a second. Only probes set it: a minimum taken from ordinary windows could
+  /// only fall (one lucky window would make every later one read as queueing), and one taken on
+  /// a faster origin would never rise again.
   double probe_every = 10;
+  double first_probe = 1;  ///< the first probe, at most this long after the first window
   std::size_t probe_samples = 10;
 };
 

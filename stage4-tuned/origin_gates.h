@@ -68,6 +68,13 @@ class OriginPermit {
   std::chrono::steady_clock::time_point started_{};
 };
 
+/// Whether a response's status says its origin failed it — 502 (unreachable or malformed), 503
+/// (overloaded) or 504 (timed out), RFC 9110 §15.6 — the limit's signal that fails fast where
+/// latency would show nothing (ConcurrencyLimit::on_drop).
+inline bool origin_failed(int status) noexcept {
+  return status == 502 || status == 503 || status == 504;
+}
+
 /// What /metrics shows of one origin.
 struct OriginGateView {
   std::string key;

@@ -70,7 +70,8 @@ void TunedServer::origin_readable(int origin) {
   const HitOutcome outcome = complete_miss_now(idle.client.connection, std::move(idle.client.miss),
                                                server_.cache(), options_, server_.stats());
   latency_.observe(Clock::now() - idle.client.miss_sent);
-  idle.client.permit.finish();          // the origin has answered: its next request may go
+  // The origin has answered: its next request may go.
+  idle.client.permit.finish(!origin_failed(idle.client.connection.last_status()));
   if (outcome == HitOutcome::failed) {  // the client went away: nothing was relayed
     free_slot(fd);
     return;

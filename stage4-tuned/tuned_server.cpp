@@ -443,7 +443,8 @@ void TunedServer::serve(Job job) {
       worker_nanoseconds_.fetch_add(static_cast<std::uint64_t>(took.count()),
                                     std::memory_order_relaxed);
     }
-    client.permit.finish();  // its answer is out: the next request to that origin may go
+    // Its answer is out: the next request to that origin may go.
+    client.permit.finish(!origin_failed(connection.last_status()));
     if (!open) return;                         // closed by serve_request
     if (!connection.has_buffered()) break;     // else: a pipelined request is already here
     // Under origin limits each request is admitted by the poller, a pipelined one too: park()

@@ -15,10 +15,17 @@ using proxy::ConcurrencyLimitOptions;
 
 constexpr double kWindow = 0.06;  // past the 50 ms minimum, whatever the rounding
 
+// No probe unless a test asks for one: each rule on its own.
+ConcurrencyLimitOptions without_probes() {
+  ConcurrencyLimitOptions options;
+  options.probe_every = options.first_probe = 1e9;
+  return options;
+}
+
 // Drives one limit in virtual time: each step is a window of `samples` requests of latency
 // `rtt` seconds, then an update with `saturated`.
 struct Driver {
-  explicit Driver(ConcurrencyLimitOptions options = {}) : limit(options) {
+  explicit Driver(ConcurrencyLimitOptions options = without_probes()) : limit(options) {
     limit.update(now, false);  // the first update starts the clock
   }
   void window(double rtt, bool saturated = true, int samples = 20) {
@@ -128,7 +135,7 @@ TEST(ConcurrencyLimit, AWindowOfFailuresAloneCloses) {
 
 TEST(ConcurrencyLimit, MeasuresItsMinimumAgainAtALowLimitAndComesBack) {
   ConcurrencyLimitOptions options;
-  options.probe_every = 1.0;
+  options.probe_every = options.first_probe = 1.0;
   Driver d(options);
   d.window(0.020, false);
   // The origin gets slower for good: 40 ms unloaded. The gradient reads it as queueing and
@@ -147,9 +154,29 @@ TEST(ConcurrencyLimit, MeasuresItsMinimumAgainAtALowLimitAndComesBack) {
   EXPECT_GT(d.limit.limit(), after) << "40 ms is the new minimum: no longer queueing";
 }
 
+TEST(ConcurrencyLimit, ALuckyLowWindowDoesNotBecomeTheMinimum) {
+  // The first window is fast (timers that fired early); the probe a second later measures the
+  // real minimum, and the limit does not decay under latency that was never queueing.
+  ConcurrencyLimitOptions options;
+  options.first_probe = 1.0;
+  Driver d(options);
+  d.window(0.0185, false);
+  for (int i = 0; i < 30 && !d.limit.probing(); ++i) d.window(0.0207);
+  ASSERT_TRUE(d.limit.probing());
+  for (int i = 0; i < 10; ++i) d.limit.on_sample(d.now + 0.001, d.now + 0.0211);
+  d.now += kWindow;
+  d.limit.update(d.now, true);
+  EXPECT_NEAR(d.limit.min_rtt(), 0.0201, 1e-9);
+  const std::size_t after = d.limit.limit();
+  for (int i = 0; i < 10; ++i) d.window(0.0207);  // windows never lower the minimum again...
+  d.window(0.0150);
+  EXPECT_NEAR(d.limit.min_rtt(), 0.0201, 1e-9);
+  EXPECT_GT(d.limit.limit(), after);  // ...and 20.7 ms is no queue
+}
+
 TEST(ConcurrencyLimit, SamplesSentBeforeAProbeDoNotCountForIt) {
   ConcurrencyLimitOptions options;
-  options.probe_every = 0.1;
+  options.probe_every = options.first_probe = 0.1;
   Driver d(options);
   d.window(0.020, false);
   for (int i = 0; i < 10 && !d.limit.probing(); ++i) d.window(0.020);
@@ -168,7 +195,7 @@ TEST(ConcurrencyLimit, SamplesSentBeforeAProbeDoNotCountForIt) {
 // where Little's law, L = λ·W, would grow without end, since W grows with L past it.
 TEST(ConcurrencyLimit, SettlesNearThePeakOfAThrashingOrigin) {
   for (int capacity : {16, 32, 128}) {
-    Driver d;
+    Driver d(ConcurrencyLimitOptions{});  // probes included: the first window is past the peak
     double delivered = 0;
     const int windows = 2000;
     for (int i = 0; i < windows; ++i) {
