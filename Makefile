@@ -18,6 +18,7 @@ help:
 	@echo "make bench-dispatch  cost of a thread per task vs a pool submit (Google Benchmark)"
 	@echo "make sweep      the tuning curve: STAGE x WORKERS under wrk against an origin that collapses past 32 -> results/sweep/ (QUICK=1: ~20 s)"
 	@echo "make sizing-sim the concurrency controllers against the origin's overload laws, in virtual time -> results/sizing-sim/ (SIM_ARGS)"
+	@echo "make timeline   an origin that turns from fast to collapsing and back: stage 4 and fixed pools second by second -> results/timeline/"
 	@echo "make bench      every stage side by side on the studies' scenarios -> results/bench/ (PEERS=1, QUICK=1)"
 	@echo "make grade      grade every stage of this tree, or SUBMISSION=DIR [STAGES=1,3] [QUICK=1] -> results/grade/"
 	@echo "make grade-mutants   grade each planted-bug mutant of stage 3; every one must be caught (not in a lab handout)"
@@ -142,9 +143,16 @@ sweep: deps-bench build/release/build.ninja
 # make sizing-sim [SIM_ARGS="--overload queue --capacity 16 ..."]: every controller and the fixed
 # sweep in virtual time (tools/sizing_sim.cpp), seconds of real time; gnuplot draws the PNG.
 .PHONY: sizing-sim
-sizing-sim: build/release/build.ninja
+sizing-sim: deps-bench build/release/build.ninja
 	cmake --build --preset release -j $(JOBS) --target sizing-sim
 	build/release/bin/sizing-sim --out results/sizing-sim $(SIM_ARGS)
+
+# make timeline [PHASES="fast:10 thrash:10 fast:10"] [CONNS=200] [CAPACITY=32]: the origin
+# changes character mid-run; stage 4 and fixed pools second by second (bench/timeline.sh).
+.PHONY: timeline
+timeline: deps-bench build/release/build.ninja
+	cmake --build --preset release -j $(JOBS) --target origin stage3-pool stage4-tuned
+	bench/timeline.sh
 
 bench: deps-bench build/release/build.ninja
 	cmake --build --preset release -j $(JOBS)

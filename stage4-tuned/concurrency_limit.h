@@ -29,7 +29,9 @@ struct ConcurrencyLimitOptions {
   /// (the minimum in microseconds) the proxy's own scheduling would read as queueing.
   double slack = 0.002;
   double window = 0.05;             ///< an update needs a window at least this long...
-  std::size_t window_samples = 10;  ///< ...with this many samples (or 10 windows with one)
+  /// ...with this many samples (or 10 windows with one): with 40, the 1 answer in 20 that a
+  /// thrashing origin makes 4x slower moves a window's mean by less than the tolerance.
+  std::size_t window_samples = 40;
   /// How often the minimum is measured: the limit drops to a quarter (at most 8) until
   /// probe_samples requests that started at it have finished, their mean latency becomes the
   /// minimum, and the limit comes back. The first window gives a first minimum, and a probe

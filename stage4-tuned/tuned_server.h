@@ -75,7 +75,7 @@ struct TunedConfig {
   ConcurrencyLimitOptions origin_limit_options{};
   /// A request waiting for its origin's limit may wait this long without the origin's queue
   /// counting as standing; past it for --shed-interval-ms, that origin's newcomers get 503.
-  Millis origin_queue_delay{1'000};
+  Millis origin_queue_delay{5'000};
 };
 
 /// Runs the accept loop, the epoll poller and the pool until the server's stop is requested,

@@ -11,6 +11,7 @@
 //   OUT/logs/       the origin's and each stage run's stderr
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -19,10 +20,12 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "load_report.h"
 #include "load_runner.h"
+#include "socket.h"
 
 namespace {
 
@@ -352,6 +355,32 @@ bench::LoadPoint measure_point(const SweepOptions& o, const fs::path& stage_path
   return point;
 }
 
+// Waits (at most 30 s) until the origin at "HOST:PORT" has nothing in service (its /__load). A
+// stage stopped after a point drops its requests, but the origin serves them to the end, as a
+// real one would: a thrashing origin still full of them would slow the next point down.
+void wait_until_origin_idle(const std::string& address) {
+  const auto colon = address.rfind(':');
+  const std::string host = address.substr(0, colon);
+  const auto port = static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1)));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < until) {
+    proxy::ConnectResult connected = proxy::connect_tcp(host, port, proxy::Millis(1000));
+    if (connected.error != proxy::ConnectError::none) return;
+    const std::string request = "GET /__load HTTP/1.1\r\nHost: origin\r\nConnection: close\r\n\r\n";
+    if (connected.socket.write_all(request, proxy::Millis(1000)).status != proxy::IoStatus::ok) return;
+    std::string answer;
+    std::array<char, 4096> chunk{};
+    for (;;) {
+      proxy::IoResult got = connected.socket.read_some(chunk, proxy::Millis(1000));
+      if (got.status != proxy::IoStatus::ok) break;
+      answer.append(chunk.data(), got.bytes);
+    }
+    if (answer.find("\"in_service\":0,") != std::string::npos) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // another process's state
+  }
+  std::cerr << "tuning-sweep: the origin still had requests in service after 30 s" << std::endl;
+}
+
 // The CSV with every row measured so far (a header first).
 void write_csv(const fs::path& csv, const std::vector<std::string>& rows) {
   std::ofstream file(csv, std::ios::trunc);
@@ -405,6 +434,7 @@ int run(int argc, char** argv) {
   std::vector<bench::LoadPoint> measured;
   for (int c : connections) {
     for (int w : points) {
+      wait_until_origin_idle(origin.address());
       const bench::LoadPoint point = measure_point(o, stage_path, target, w, c);
       measured.push_back(point);
       rows.push_back(bench::csv_row(point));

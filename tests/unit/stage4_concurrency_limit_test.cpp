@@ -28,7 +28,7 @@ struct Driver {
   explicit Driver(ConcurrencyLimitOptions options = without_probes()) : limit(options) {
     limit.update(now, false);  // the first update starts the clock
   }
-  void window(double rtt, bool saturated = true, int samples = 20) {
+  void window(double rtt, bool saturated = true, int samples = 50) {
     for (int i = 0; i < samples; ++i) limit.on_sample(now + kWindow - rtt, now + kWindow);
     now += kWindow;
     limit.update(now, saturated);
@@ -90,7 +90,7 @@ TEST(ConcurrencyLimit, MicrosecondsOfSchedulingOnAFastOriginAreNotQueueing) {
 TEST(ConcurrencyLimit, NeedsEnoughSamplesForAWindow) {
   Driver d;
   d.window(0.020, false);
-  d.window(1.0, true, /*samples=*/3);  // three samples in 50 ms: not yet a window
+  d.window(1.0, true, /*samples=*/30);  // 30 answers in 60 ms: not yet a window (40)
   EXPECT_EQ(d.limit.limit(), 20u);
 }
 
@@ -120,14 +120,14 @@ TEST(ConcurrencyLimit, FailuresCutTheLimitWhenTheOriginFailsFast) {
   Driver d;
   d.window(0.020, false);
   for (int i = 0; i < 10; ++i) d.limit.on_drop();
-  d.window(0.020, true, /*samples=*/10);
-  EXPECT_EQ(d.limit.limit(), 18u);  // x 0.9
+  d.window(0.020, true, /*samples=*/40);  // 10 failures in 50 answers: past 5 %
+  EXPECT_EQ(d.limit.limit(), 18u);        // x 0.9
 }
 
 TEST(ConcurrencyLimit, AWindowOfFailuresAloneCloses) {
   Driver d;
   d.window(0.020, false);
-  for (int i = 0; i < 10; ++i) d.limit.on_drop();
+  for (int i = 0; i < 40; ++i) d.limit.on_drop();
   d.now += kWindow;
   d.limit.update(d.now, true);
   EXPECT_EQ(d.limit.limit(), 18u);
