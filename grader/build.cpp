@@ -111,4 +111,30 @@ bool offers_workers(const std::string& binary) {
          std::string::npos;
 }
 
+bool declares_workers(const std::string& stage_dir) {
+  if (!fs::is_directory(stage_dir)) return false;
+  for (const auto& entry : fs::recursive_directory_iterator(stage_dir)) {
+    const std::string ext = entry.path().extension().string();
+    if (!entry.is_regular_file() ||
+        (ext != ".cpp" && ext != ".cc" && ext != ".h" && ext != ".hpp")) {
+      continue;
+    }
+    if (slurp(entry.path().string()).find("\"--workers\"") != std::string::npos) return true;
+  }
+  return false;
+}
+
+void forget_other_source(const std::string& dir, const std::string& source) {
+  const std::string cache = slurp(dir + "/CMakeCache.txt");
+  const std::string key = "CMAKE_HOME_DIRECTORY:INTERNAL=";
+  const std::size_t at = cache.find(key);
+  if (at == std::string::npos) return;
+  const std::size_t end = cache.find('\n', at);
+  const std::string home = cache.substr(at + key.size(), end == std::string::npos
+                                                            ? std::string::npos
+                                                            : end - at - key.size());
+  std::error_code ec;
+  if (!fs::equivalent(home, source, ec)) fs::remove_all(dir);
+}
+
 }  // namespace grader

@@ -27,4 +27,13 @@ void build_submission(const std::string& source, const std::string& dir, const s
 /// Whether the stage binary's --help offers --workers (a worker pool).
 bool offers_workers(const std::string& binary);
 
+/// Whether a source file in `stage_dir` names the option "--workers" (quotes included): the
+/// stage is a pool stage whether or not it compiles.
+bool declares_workers(const std::string& stage_dir);
+
+/// Makes `dir` a build folder CMake will configure from `source`: removes it when its
+/// CMakeCache.txt was written for another source tree (CMake would refuse it). Only for the
+/// grader's own folders.
+void forget_other_source(const std::string& dir, const std::string& source);
+
 }  // namespace grader

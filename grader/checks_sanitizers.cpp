@@ -69,6 +69,10 @@ struct StressRun {
   std::string log_path;       ///< where the full stderr is kept
   std::string valgrind_path;  ///< where memcheck's full log is kept ("" without Valgrind)
   std::string stacks_path;    ///< where gdb's full stacks are kept, when hung
+  /// Descriptors the stage held at the hang beyond those it held idle: the clients it had
+  /// accepted (in the accept loop's hands, queued, being served) and origin connections; -1
+  /// when it did not hang.
+  long held_at_hang = -1;
   /// The load made no progress: it hung, or not one response completed. Races, memory and the
   /// TSan part of deadlock have no evidence then and give no points.
   [[nodiscard]] bool served_nothing() const { return hung || completed == 0; }
@@ -170,10 +174,14 @@ struct StressTimes {
 
 /// Records a hang in `run`: when it was seen, and every thread's stack from gdb (kept in full
 /// in the work directory, condensed in the run).
-void record_hang(StressRun& run, const std::string& when, pid_t pid, const CheckContext& ctx,
-                 const std::string& tag) {
+void record_hang(StressRun& run, const std::string& when, pid_t pid, std::size_t idle_fds,
+                 const CheckContext& ctx, const std::string& tag) {
   run.hung = true;
   run.hang_when = when;
+  // Before gdb attaches. Where the sleeping threads wait says who waits; this says whether a
+  // client waits in the queue (a worker missed it) or none does (the accept loop missed the
+  // room a pop made).
+  run.held_at_hang = static_cast<long>(fd_count(pid)) - static_cast<long>(idle_fds);
   const std::string stacks = thread_stacks(pid, ctx.gdb);
   run.stacks_path = ctx.work_dir + "/" + tag + ".stacks";
   std::ofstream(run.stacks_path) << stacks;
@@ -187,7 +195,8 @@ void record_hang(StressRun& run, const std::string& when, pid_t pid, const Check
 /// work, then the load comes back. A lost wakeup (a push nobody is told about) only shows
 /// when every worker is asleep; a busy pool hides it.
 void watch_load(StressLoad& load, harness::Process& process, const StressTimes& times,
-                const CheckContext& ctx, const std::string& tag, StressRun& run) {
+                std::size_t idle_fds, const CheckContext& ctx, const std::string& tag,
+                StressRun& run) {
   const std::string stalled_text = "under load: no response completed for " +
                                    std::to_string(int(times.stall_s)) +
                                    " s while the process was alive";
@@ -199,7 +208,7 @@ void watch_load(StressLoad& load, harness::Process& process, const StressTimes& 
       run.died_early = true;
       return;
     }
-    if (stalled()) return record_hang(run, stalled_text, process.pid(), ctx, tag);
+    if (stalled()) return record_hang(run, stalled_text, process.pid(), idle_fds, ctx, tag);
     if (!lull_done && seconds_since(start) >= times.load_s / 2) {
       lull_done = true;
       load.pause();
@@ -212,7 +221,7 @@ void watch_load(StressLoad& load, harness::Process& process, const StressTimes& 
         return;
       }
       if (!drained || load.in_flight() != 0) {
-        return record_hang(run, stalled_text, process.pid(), ctx, tag);
+        return record_hang(run, stalled_text, process.pid(), idle_fds, ctx, tag);
       }
       std::this_thread::sleep_for(times.lull);  // the idle period itself, not a wait for a condition
       load.resume();
@@ -245,8 +254,8 @@ std::vector<proxy::Socket> fill_the_house(const json& params, std::uint16_t port
 }
 
 /// SIGTERM, then a wait of up to exit_s for the stage to exit; still running is a hang.
-void terminate(harness::Process& process, double exit_s, const CheckContext& ctx,
-               const std::string& tag, StressRun& run) {
+void terminate(harness::Process& process, double exit_s, std::size_t idle_fds,
+               const CheckContext& ctx, const std::string& tag, StressRun& run) {
   process.send_signal(SIGTERM);
   const auto term = Clock::now();
   while (process.running() && seconds_since(term) < exit_s) {
@@ -254,7 +263,7 @@ void terminate(harness::Process& process, double exit_s, const CheckContext& ctx
   }
   if (process.running()) {
     record_hang(run, "after SIGTERM: still running " + std::to_string(int(exit_s)) + " s later",
-                process.pid(), ctx, tag);
+                process.pid(), idle_fds, ctx, tag);
   }
 }
 
@@ -279,13 +288,13 @@ StressRun stress(const StageInfo& stage, const std::string& build, const json& p
 
   StressLoad load(params.value("clients", 12), port, base);
   StressRun run;
-  watch_load(load, process, times, ctx, tag, run);
+  watch_load(load, process, times, idle_fds, ctx, tag, run);
   std::vector<proxy::Socket> slow;
   if (!run.hung && !run.died_early && stage.pool) {
     slow = fill_the_house(params, port, base, pid, idle_fds, run);
   }
   run.errors_before_stop = load.errors();
-  if (!run.hung && !run.died_early) terminate(process, times.exit_s, ctx, tag, run);
+  if (!run.hung && !run.died_early) terminate(process, times.exit_s, idle_fds, ctx, tag, run);
   run.status = process.stop(0ms);  // SIGKILL if still alive
   load.stop();
   run.completed = load.completed();
@@ -408,7 +417,10 @@ RunOutcome check_deadlock(const CheckSpec& spec, const StageInfo& stage,
     ok = false;
     out += "\nThe watchdog found a hang (" + run.hang_when +
            "). Every thread's stack, from gdb, before the process was killed (your frames with "
-           "file:line; full stacks: " + run.stacks_path + "):\n" + run.stacks;
+           "file:line; full stacks: " + run.stacks_path + "):\n" + run.stacks +
+           "At the hang the stage held " + std::to_string(run.held_at_hang) +
+           " descriptors more than when idle (the clients it had accepted, in its accept "
+           "loop's hands, queued or being served, and connections to origins).\n";
     // A memory error before the hang is its likely cause (a client lost to a use-after-free
     // leaves every worker idle, which the stacks alone would show as a lost wakeup).
     for (const TsanReport& report : tsan_reports(run.log)) {

@@ -391,16 +391,29 @@ int grade_submission(const Session& session, const std::vector<CheckSpec>& check
       }
     }
   } else {
+    // Built from a copy, never from the submission itself: Ninja rebuilds by file times, and a
+    // submission re-extracted from an archive can carry times older than the objects of its
+    // last grading, so a changed file went unnoticed and the previous binary was graded.
+    // copy_tree rewrites only the files whose content differs, which gives them a new time:
+    // exactly what changed is compiled again, whatever times the submission's files carry.
+    const std::string tree = build_root + "/src";
+    copy_tree(submission, tree);
     for (const std::string& build : builds) {
       std::fprintf(stderr, "[grade %7s] building %s (%s) out of tree in %s/%s\n",
                    format_duration(std::chrono::duration<double>(Clock::now() - start).count()).c_str(),
                    submission.c_str(), build.c_str(), build_root.c_str(), build.c_str());
-      build_submission(submission, build_root + "/" + build, build, stages, session.jobs);
+      // A folder configured from the submission itself, by a grader that built there.
+      forget_other_source(build_root + "/" + build, tree);
+      build_submission(tree, build_root + "/" + build, build, stages, session.jobs);
     }
   }
   for (StageInfo& stage : stages) {
+    // From the source as well as from --help, so that a pool stage that does not compile
+    // still has its pool checks, scored 0 with the compiler's errors: the maximum must not
+    // depend on what compiled.
+    stage.pool = declares_workers((fs::path(submission) / stage.dir).string());
     auto release = stage.binaries.find("release");
-    if (release != stage.binaries.end()) stage.pool = offers_workers(release->second);
+    if (release != stage.binaries.end() && !stage.pool) stage.pool = offers_workers(release->second);
   }
   std::vector<CheckResult> results =
       grade_stages(checks, stages, session.ctx, session.rubric, out_dir, start);

@@ -64,7 +64,7 @@ Rubric load_rubric(const std::string& path, bool quick);
 struct StageInfo {
   std::string dir;      ///< e.g. "stage3-pool"
   int number = 0;       ///< the N of stageN-..., 0 when it has none
-  bool pool = false;    ///< its --help offers --workers (set once a build exists)
+  bool pool = false;    ///< a worker pool: its source names "--workers" or its --help offers it
   std::map<std::string, std::string> binaries;     ///< build -> binary path, when it built
   std::map<std::string, std::string> build_errors; ///< build -> compiler errors, when it failed
 };

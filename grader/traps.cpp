@@ -1,7 +1,10 @@
 #include "traps.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <map>
+#include <vector>
 
 namespace grader {
 namespace {
@@ -15,6 +18,14 @@ const std::map<std::string, std::string>& default_hints() {
       {"lost-wakeup",
        "every worker sleeps in a condition-variable wait while clients wait: a lost wakeup (a "
        "push that notifies nobody) or a wait whose predicate is never made true."},
+      {"pop-notifies-nobody",
+       "the accept loop sleeps waiting for room in a queue the workers have emptied, and the "
+       "workers sleep waiting for clients: a lost wakeup of the producer (a pop that notifies "
+       "nobody). Taking an item makes room: pop must wake a producer waiting on not-full."},
+      {"detached-workers",
+       "the stage tore down while a worker was still serving: a worker detached, or never "
+       "joined, at shutdown, so the process ended (or destroyed the pool, the queue, the "
+       "server) under it. Join every worker before what it uses goes away."},
       {"lock-order",
        "two locks taken in opposite orders on two paths: never take one lock while holding "
        "another, or always take them in one order."},
@@ -36,20 +47,175 @@ const std::map<std::string, std::string>& default_hints() {
   return hints;
 }
 
-/// Whether the output holds a crash whose own stack -- the lines after the first crash marker
-/// (a TSan SEGV report, a signal, Valgrind's first invalid access) -- runs through
-/// BoundedQueue::pop: a worker that took an item from an empty queue. Other stacks in the
-/// output (a hang's sleeping workers sit in pop too) are not evidence of it.
-bool crash_in_pop(const std::string& output) {
+/// The stack of the first memory error in `output`: the lines after its marker (a TSan SEGV or
+/// heap-use-after-free, a signal, Valgrind's first invalid access), up to where the report turns
+/// to the earlier access or the free (TSan's "Previous", Valgrind's "Address 0x..."), at most
+/// 1500 characters; "" when there is none. Other stacks in the output (a hang's sleeping
+/// workers sit in pop too) are not this error's.
+std::string first_error_site(const std::string& output) {
   std::size_t at = std::string::npos;
-  for (const char* marker : {"SEGV", "Segmentation", "signal 11", "Invalid read", "Invalid write"}) {
+  for (const char* marker : {"SEGV", "Segmentation", "signal 11", "Invalid read", "Invalid write",
+                             "heap-use-after-free"}) {
+    at = std::min(at, output.find(marker));
+  }
+  if (at == std::string::npos) return "";
+  std::string site = output.substr(at, 1500);
+  for (const char* turn : {"Previous ", "Address 0x"}) {
+    if (const std::size_t end = site.find(turn); end != std::string::npos) site.resize(end);
+  }
+  return site;
+}
+
+/// Whether the first memory error's own stack moves an item out of BoundedQueue::pop: a worker
+/// that took an item from an empty queue (a deque's front() when empty is memory freed or never
+/// written). A worker reading the queue's fields after the queue was destroyed fails in pop too,
+/// but on its lock or its predicate, not on the move.
+bool crash_in_pop(const std::string& output) {
+  const std::string site = first_error_site(output);
+  auto in_site = [&](const char* s) { return site.find(s) != std::string::npos; };
+  return (in_site("BoundedQueue") || in_site("bounded_queue.h")) && in_site("::pop") &&
+         (in_site("Socket::Socket(proxy::Socket&&)") || in_site("pop_front") ||
+          in_site("front()"));
+}
+
+/// The thread blocks of a hang's condensed gdb stacks ("  thread 3:" or "  threads 7, 6:", each
+/// with its frames), in order; empty when the output has none.
+std::vector<std::string> thread_blocks(const std::string& output) {
+  std::vector<std::string> blocks;
+  std::size_t at = output.find("\n  thread");
+  while (at != std::string::npos) {
+    const std::size_t next = output.find("\n  thread", at + 1);
+    blocks.push_back(output.substr(at + 1, next == std::string::npos ? std::string::npos
+                                                                      : next - at - 1));
+    at = next;
+  }
+  return blocks;
+}
+
+bool contains(const std::string& text, const char* s) { return text.find(s) != std::string::npos; }
+
+/// Whether some thread of a hang sleeps in a condition-variable wait inside BoundedQueue::push:
+/// a producer (the accept loop) waiting for room.
+bool producer_waits_for_room(const std::string& output) {
+  for (const std::string& block : thread_blocks(output)) {
+    if ((contains(block, "pthread_cond_wait") || contains(block, "condition_variable")) &&
+        contains(block, "BoundedQueue") && contains(block, "::push")) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/// How many stacks of a hang are blocked acquiring a mutex (threads with one stack count once).
+int stacks_blocked_on_a_lock(const std::string& output) {
+  int blocked = 0;
+  for (const std::string& block : thread_blocks(output)) {
+    if (contains(block, "__lll_lock_wait") || contains(block, "pthread_mutex_lock")) ++blocked;
+  }
+  return blocked;
+}
+
+/// The deadlock check's count of descriptors the stage held at the hang beyond its idle ones,
+/// or -1 when the output does not say.
+long held_at_hang(const std::string& output) {
+  const std::string key = "At the hang the stage held ";
+  const std::size_t at = output.find(key);
+  if (at == std::string::npos) return -1;
+  return std::strtol(output.c_str() + at + key.size(), nullptr, 10);
+}
+
+/// Whether a stack names the teardown of what the workers use: the pool, its queue, the server
+/// (destroyed when main returns), or the process's exit.
+bool names_teardown(const std::string& stack) {
+  for (const char* s : {"~WorkerPool", "~BoundedQueue", "~Server", "~StageStart", "__cxa_finalize",
+                        "__run_exit_handlers"}) {
+    if (contains(stack, s)) return true;
+  }
+  return false;
+}
+
+/// Whether a stack has a frame in `main` itself ("#3 main /src/..." from TSan, "by 0x...: main
+/// (main.cpp:98)" from Valgrind), not only in functions main called.
+bool has_main_frame(const std::string& stack) {
+  if (contains(stack, ": main (")) return true;
+  for (std::size_t at = stack.find(" main "); at != std::string::npos;
+       at = stack.find(" main ", at + 1)) {
+    std::size_t hash = at;
+    while (hash > 0 && std::isdigit(static_cast<unsigned char>(stack[hash - 1]))) --hash;
+    if (hash > 0 && hash < at && stack[hash - 1] == '#') return true;
+  }
+  return false;
+}
+
+/// Whether a stack is the main thread's after the pool's owner returned: in a destructor of
+/// what the workers use, in the exit, or in main itself with run_pool (the pool's stack frame)
+/// gone.
+bool after_teardown_on_main(const std::string& stack) {
+  return contains(stack, "by main thread") &&
+         (names_teardown(stack) || (has_main_frame(stack) && !contains(stack, "run_pool")));
+}
+
+/// Whether a stack runs on a pool worker (WorkerPool's work loop).
+bool on_a_worker(const std::string& stack) {
+  return contains(stack, "WorkerPool") && contains(stack, "::work");
+}
+
+/// Whether the first memory error or race in the output sets a worker against the teardown:
+/// TSan's first report (a race, a heap-use-after-free) with one access by the main thread after
+/// the pool's owner returned (a destructor of the pool, its queue or the server, the exit, or
+/// main itself) and the other on a worker; or Valgrind's first error on a worker that is an
+/// invalid access to a block freed by such a destructor, or a lock of a mutex made of
+/// uninitialised bytes (the pool lived in run_pool's stack frame, since reused). Workers still
+/// ran after the stage let go of them.
+bool destroyed_under_a_worker(const std::string& output) {
+  if (const std::size_t at = output.find("WARNING: ThreadSanitizer: "); at != std::string::npos) {
+    std::string report = output.substr(at, output.find("SUMMARY: ThreadSanitizer", at) - at);
+    const std::size_t previous = report.find("Previous ");
+    if (previous == std::string::npos) return false;
+    const std::string first = report.substr(0, previous);
+    std::string second = report.substr(previous);
+    for (const char* end : {"Location is", "Mutex M", "Thread T"}) {
+      if (const std::size_t cut = second.find(end); cut != std::string::npos) second.resize(cut);
+    }
+    return (after_teardown_on_main(first) && on_a_worker(second)) ||
+           (after_teardown_on_main(second) && on_a_worker(first));
+  }
+  std::size_t at = std::string::npos;
+  for (const char* marker : {"Invalid read", "Invalid write", "Conditional jump or move depends"}) {
     at = std::min(at, output.find(marker));
   }
   if (at == std::string::npos) return false;
-  const std::string site = output.substr(at, 1500);
-  auto in_site = [&](const char* s) { return site.find(s) != std::string::npos; };
-  return (in_site("BoundedQueue") || in_site("bounded_queue.h")) &&
-         (in_site("::pop") || in_site("pop_front") || in_site("front()"));
+  const std::size_t end = output.find("\n\n", at);
+  const std::string error = output.substr(at, end == std::string::npos ? std::string::npos
+                                                                        : end - at);
+  if (!on_a_worker(error)) return false;
+  if (contains(error, "Conditional jump")) {
+    return contains(error, "mutex_lock") && contains(error, "BoundedQueue");
+  }
+  const std::size_t freed = error.find("free'd");
+  return freed != std::string::npos && names_teardown(error.substr(freed));
+}
+
+/// Whether a descriptor Valgrind found open at exit was opened inside a transaction (an origin
+/// connection, a client being served): a worker was still mid-transaction when the process
+/// ended. A client the accept loop released and never closed was opened by accept on the main
+/// thread instead.
+bool open_at_exit_inside_a_transaction(const std::string& output) {
+  for (std::size_t at = output.find("Open "); at != std::string::npos;
+       at = output.find("Open ", at + 1)) {
+    if (output.compare(at, 8, "Open AF_") != 0 &&
+        output.compare(at, 20, "Open file descriptor") != 0) {
+      continue;
+    }
+    const std::size_t end = output.find("\n\n", at);
+    const std::string block = output.substr(at, end == std::string::npos ? std::string::npos
+                                                                          : end - at);
+    for (const char* s : {"fetch_from_origin", "connect_to_origin", "serve_connection",
+                          "Server::serve"}) {
+      if (contains(block, s)) return true;
+    }
+  }
+  return false;
 }
 
 /// The line after `line` in a check's verdict (its detail: "got status 503, ...", "a bare
@@ -78,6 +244,16 @@ std::string shutdown_trap(const std::string& output) {
   // The worker had its client; every queued one got a bare close and none its 503: close()
   // destroyed the queue's sockets. (Some answered and some not is another bug: a client lost
   // on its way through the queue, e.g. a pointer to a socket that moved.)
+  // The stop came on time and every queued client got its 503, but the client the worker was
+  // serving got nothing or half: the process ended without waiting for its worker.
+  const std::string in_flight =
+      detail_of(output, "[FAIL] the in-flight client gets its whole response");
+  if (has("[pass] a slow request is in flight") && has("[pass] SIGTERM") &&
+      !has("[FAIL] queued client") &&
+      (in_flight.find("a bare close") != std::string::npos ||
+       in_flight.find("incomplete") != std::string::npos)) {
+    return "detached-workers";
+  }
   if (has("[pass] a slow request is in flight") && has("[FAIL] queued client") &&
       !has("[pass] queued client") &&
       detail_of(output, "[FAIL] queued client 1 ").find("a bare close") != std::string::npos) {
@@ -104,13 +280,18 @@ std::string classify_trap(const std::string& check, const std::string& output) {
   const bool misused_memory = has("Invalid read") || has("Invalid write") ||
                               has("Invalid free") || has("heap-use-after-free");
   if (check == "memory") {
+    if (destroyed_under_a_worker(output)) return "detached-workers";
     if (misused_memory) return "pointer-into-vector";
     // No progress under load: no evidence here; the deadlock check (and its stacks) says why.
     if (has("served nothing under load")) return "";
+    if (open_at_exit_inside_a_transaction(output)) return "detached-workers";
     if (has("Open AF_") || has("Open file descriptor")) return "leaked-socket";
     return "";
   }
   if (check == "races") {
+    // Before the pointer trap: the pool's own storage freed under a worker is a
+    // heap-use-after-free too.
+    if (destroyed_under_a_worker(output)) return "detached-workers";
     if (has("ThreadSanitizer found a heap-use-after-free")) return "pointer-into-vector";
     if (has("served nothing under load")) return "";
     return has("ThreadSanitizer found a data race") ? "data-race" : "";
@@ -119,9 +300,11 @@ std::string classify_trap(const std::string& check, const std::string& output) {
     // Two locks taken in opposite orders explain a hang (the stage deadlocked), so TSan's report
     // outranks the hang's stacks, where the workers blocked in a wait look like a lost wakeup.
     if (has("lock-order-inversion") || has("opposite orders")) return "lock-order";
-    // Threads blocked acquiring a mutex for the whole hang: a cycle of locks (the lock-order
-    // mutant hangs this way before TSan can report the inversion), not a missed wakeup.
-    if (has("HUNG") && (has("pthread_mutex_lock") || has("__lll_lock_wait"))) return "lock-order";
+    // Two or more different stacks blocked acquiring a mutex for the whole hang: a cycle of
+    // locks (the lock-order mutant hangs this way before TSan can report the inversion), not a
+    // missed wakeup. Threads that all wait for one lock at one place are not a cycle: the
+    // holder died or ran off (a worker that popped an empty queue hangs the others so).
+    if (has("HUNG") && stacks_blocked_on_a_lock(output) >= 2) return "lock-order";
     if (has("HUNG") && (has("pthread_cond_wait") || has("condition_variable::wait"))) {
       // Workers asleep while clients wait. A lost wakeup -- unless the run also misused memory
       // (the clients were lost on their way to the workers: a queue of pointers to sockets
@@ -129,6 +312,13 @@ std::string classify_trap(const std::string& check, const std::string& output) {
       // sleep a symptom, not the trap.
       if (misused_memory || has("<proxy::Socket*>")) return "pointer-into-vector";
       if (has("Before the hang ThreadSanitizer reported")) return "";
+      // The accept loop waits for room while the stage holds no client but the one in its
+      // hands, so none is queued: the workers emptied the queue and told nobody. (Workers
+      // asleep beside queued clients hold more: a push told nobody.)
+      const long held = held_at_hang(output);
+      if (producer_waits_for_room(output) && held >= 0 && held <= 1) {
+        return "pop-notifies-nobody";
+      }
       return "lost-wakeup";
     }
     return "";

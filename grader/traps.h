@@ -11,8 +11,9 @@
 namespace grader {
 
 /// The trap id the evidence in a failed check's `output` points at ("wait-under-if",
-/// "lost-wakeup", "lock-order", "data-race", "close-under-lock", "close-wakes",
-/// "pointer-into-vector", "leaked-socket"), or "" when it points at none.
+/// "lost-wakeup", "pop-notifies-nobody", "lock-order", "data-race", "close-under-lock",
+/// "close-wakes", "pointer-into-vector", "leaked-socket", "detached-workers"), or "" when it
+/// points at none.
 std::string classify_trap(const std::string& check, const std::string& output);
 
 /// The one line a failed check's report starts with, "LIKELY TRAP: ..." (the manifest's

@@ -218,6 +218,311 @@ TEST(TrapHints, AHangWithThreadsBlockedOnMutexesIsLockOrderNotALostWakeup) {
   EXPECT_EQ(classify_trap("deadlock", output), "lock-order");
 }
 
+// ---- make grade-mutants on wait-if.patch: the hang after the wait under `if` --------------
+
+TEST(TrapHints, AHangAfterAWorkerMovedFromAnEmptyQueueIsTheWaitUnderIfNotLockOrder) {
+  // The worker that popped an empty deque corrupted the queue while holding its lock; the other
+  // workers then waited for that lock for the rest of the run, all at one place in pop. That
+  // once drew the lock-order hint.
+  const std::string output =
+      "run 1: 537 responses completed; 0 requests failed before the SIGTERM, 32 after it (refused "
+      "or cut: expected); the stage HUNG under load: no response completed for 6 s while the "
+      "process was alive\n\n"
+      "The watchdog found a hang (under load: no response completed for 6 s while the process "
+      "was alive). Every thread's stack, from gdb, before the process was killed:\n"
+      "  threads 7, 6, 5, 4 (4 with this stack):\n"
+      "    futex_wait\n"
+      "    __GI___lll_lock_wait\n"
+      "    ___pthread_mutex_lock\n"
+      "    __interceptor_pthread_mutex_lock\n"
+      "    std::mutex::lock\n"
+      "    proxy::BoundedQueue<proxy::Socket>::pop (src/stage3-pool/bounded_queue.h:100)\n"
+      "    proxy::WorkerPool<proxy::Socket>::work (src/stage3-pool/worker_pool.h:138)\n"
+      "  thread 3:\n"
+      "    __interceptor_poll\n"
+      "    proxy::Shutdown::watch (src/common/shutdown.cpp:81)\n"
+      "  thread 1:\n"
+      "    std::_V2::condition_variable_any::wait<std::unique_lock<std::mutex>, "
+      "proxy::BoundedQueue<proxy::Socket>::push(proxy::Socket&&, std::stop_token)::{lambda()#1}>"
+      "(std::unique_lock<std::mutex>&, std::stop_token, proxy::BoundedQueue<proxy::Socket>::push"
+      "(proxy::Socket&&, std::stop_token)::{lambda()#1})\n"
+      "    proxy::BoundedQueue<proxy::Socket>::push (src/stage3-pool/bounded_queue.h:62)\n"
+      "    (anonymous namespace)::run_pool (src/stage3-pool/main.cpp:52)\n"
+      "At the hang the stage held 3 descriptors more than when idle (the clients it had "
+      "accepted, in its accept loop's hands, queued or being served, and connections to "
+      "origins).\n\n"
+      "Before the hang ThreadSanitizer reported a heap-use-after-free (a likely cause; stacks "
+      "cut to your code):\n"
+      "==================\n"
+      "WARNING: ThreadSanitizer: heap-use-after-free (pid=11827)\n"
+      "  Read of size 4 at 0x7b0800000ad8 by thread T2 (mutexes: write M39):\n"
+      "    #0 proxy::Socket::release() src/common/socket.cpp:239 (stage3-pool+0x61163)\n"
+      "    #1 proxy::Socket::Socket(proxy::Socket&&) src/common/socket.cpp:212\n"
+      "    #2 proxy::BoundedQueue<proxy::Socket>::pop() /usr/include/c++/12/bits/"
+      "stl_construct.h:119 (stage3-pool+0x2f590)\n"
+      "    #3 proxy::WorkerPool<proxy::Socket>::work() src/stage3-pool/worker_pool.h:138\n"
+      "    ...\n\n"
+      "  Previous write of size 8 at 0x7b0800000ad8 by main thread:\n"
+      "    ...\n"
+      "    #18 proxy::start_stage(int, char**, proxy::StageDefinition const&) src/common/"
+      "server.cpp:222\n";
+  EXPECT_EQ(classify_trap("deadlock", output), "wait-under-if");
+}
+
+TEST(TrapHints, ThreadsThatAllWaitForOneLockAtOnePlaceAreNotALockOrderCycle) {
+  // In the check's format: no crash report, only the hang. A cycle needs two stacks blocked on
+  // locks; four threads with one stack wait for one lock whose holder is gone.
+  const std::string output =
+      "the stage HUNG under load: no response completed for 6 s while the process was alive\n"
+      "  threads 7, 6, 5, 4 (4 with this stack):\n"
+      "    __GI___lll_lock_wait\n"
+      "    ___pthread_mutex_lock\n"
+      "    proxy::BoundedQueue<proxy::Socket>::pop (src/stage3-pool/bounded_queue.h:100)\n"
+      "  thread 1:\n"
+      "    __GI___poll\n"
+      "    proxy::Server::accept (src/common/server.cpp:113)\n";
+  EXPECT_EQ(classify_trap("deadlock", output), "");
+}
+
+// ---- make grade-mutants on pop-no-notify.patch (and lost-wakeup.patch for contrast) --------
+
+// pop-no-notify.patch: the accept loop sleeps in push's wait for room; the workers emptied the
+// queue and sleep in pop. With `held` descriptors held at the hang.
+std::string sleeping_pool(int held) {
+  return "run 1: 3 responses completed; 0 requests failed before the SIGTERM, 32 after it "
+         "(refused or cut: expected); the stage HUNG under load: no response completed for 6 s "
+         "while the process was alive\n\n"
+         "The watchdog found a hang (under load: no response completed for 6 s while the "
+         "process was alive). Every thread's stack, from gdb, before the process was killed:\n"
+         "  threads 7, 6, 5, 4 (4 with this stack):\n"
+         "    __pthread_cond_wait_common\n"
+         "    ___pthread_cond_wait\n"
+         "    __interceptor_pthread_cond_wait\n"
+         "    std::condition_variable::wait<proxy::BoundedQueue<proxy::Socket>::pop()::{lambda()"
+         "#1}>(std::unique_lock<std::mutex>&, proxy::BoundedQueue<proxy::Socket>::pop()::"
+         "{lambda()#1})\n"
+         "    proxy::BoundedQueue<proxy::Socket>::pop (src/stage3-pool/bounded_queue.h:103)\n"
+         "    proxy::WorkerPool<proxy::Socket>::work (src/stage3-pool/worker_pool.h:138)\n"
+         "  thread 3:\n"
+         "    __GI___poll\n"
+         "    __interceptor_poll\n"
+         "    proxy::Shutdown::watch (src/common/shutdown.cpp:81)\n"
+         "  thread 1:\n"
+         "    __pthread_cond_wait_common\n"
+         "    ___pthread_cond_wait\n"
+         "    __interceptor_pthread_cond_wait\n"
+         "    std::_V2::condition_variable_any::wait<std::unique_lock<std::mutex>, proxy::"
+         "BoundedQueue<proxy::Socket>::push(proxy::Socket&&, std::stop_token)::{lambda()#1}>"
+         "(std::unique_lock<std::mutex>&, std::stop_token, proxy::BoundedQueue<proxy::Socket>::"
+         "push(proxy::Socket&&, std::stop_token)::{lambda()#1})\n"
+         "    proxy::BoundedQueue<proxy::Socket>::push (src/stage3-pool/bounded_queue.h:62)\n"
+         "    proxy::WorkerPool<proxy::Socket>::submit (src/stage3-pool/worker_pool.h:95)\n"
+         "    (anonymous namespace)::run_pool (src/stage3-pool/main.cpp:52)\n"
+         "At the hang the stage held " + std::to_string(held) + " descriptors more than when "
+         "idle (the clients it had accepted, in its accept loop's hands, queued or being served, "
+         "and connections to origins).\n";
+}
+
+TEST(TrapHints, AnAcceptLoopWaitingForRoomInAnEmptiedQueueIsAPopThatNotifiesNobody) {
+  // The one descriptor is the client in the accept loop's hands: none is queued.
+  EXPECT_EQ(classify_trap("deadlock", sleeping_pool(1)), "pop-notifies-nobody");
+}
+
+TEST(TrapHints, AnAcceptLoopWaitingForRoomBesideQueuedClientsIsAPushThatNotifiesNobody) {
+  // lost-wakeup.patch hangs with the same stacks, but the queue is full (2 queued and the one
+  // in the accept loop's hands): the workers missed the items.
+  EXPECT_EQ(classify_trap("deadlock", sleeping_pool(3)), "lost-wakeup");
+}
+
+TEST(TrapHints, WithoutTheDescriptorCountASleepingPoolStaysALostWakeup) {
+  std::string output = sleeping_pool(1);
+  output.erase(output.find("At the hang"));
+  EXPECT_EQ(classify_trap("deadlock", output), "lost-wakeup");
+}
+
+// ---- make grade-mutants on detached-workers.patch ------------------------------------------
+
+TEST(TrapHints, AnInFlightClientCutByAStopThatAnsweredTheQueueIsADetachedWorker) {
+  const std::string output =
+      "  [pass] a slow request is in flight\n"
+      "  [pass] 3 more clients are accepted and wait for the one worker (--workers 1)\n"
+      "  [pass] SIGTERM: exits 0 within 5 s with work in flight\n"
+      "  [FAIL] the in-flight client gets its whole response\n"
+      "         a bare close: no complete response head in 0 bytes: \n"
+      "  [pass] queued client 1 is told 503 (never reached a worker), not a bare close\n"
+      "  [pass] queued client 2 is told 503 (never reached a worker), not a bare close\n"
+      "  [pass] queued client 3 is told 503 (never reached a worker), not a bare close\n";
+  EXPECT_EQ(classify_trap("shutdown", output), "detached-workers");
+  // A wrong body is not a cut: no hint.
+  std::string wrong_body = output;
+  wrong_body.replace(wrong_body.find("a bare close: no complete response head in 0 bytes: "),
+                     52, "got status 200, 100 body bytes, X-Cache 'MISS'");
+  EXPECT_EQ(classify_trap("shutdown", wrong_body), "");
+}
+
+TEST(TrapHints, ARaceBetweenTheTeardownAndAWorkerIsADetachedWorkerNotADataRace) {
+  const std::string output =
+      "run 1: 4178 responses completed; 0 requests failed before the SIGTERM, 1334 after it "
+      "(refused or cut: expected); the stage exited with status 66; SIGTERM came with every "
+      "worker busy and the queue full\n\n"
+      "ThreadSanitizer found a data race (its stacks cut to your code):\n"
+      "==================\n"
+      "WARNING: ThreadSanitizer: data race (pid=13410)\n"
+      "  Read of size 8 at 0x7b2800000070 by main thread:\n"
+      "    ...\n"
+      "    #4 proxy::LruCache::~LruCache() src/common/cache/lru_cache.h:16\n"
+      "    #8 proxy::LockedCache::~LockedCache() src/common/cache/locked_cache.h:25\n"
+      "    #12 proxy::Server::~Server() src/common/server.h:61 (stage3-pool+0xfe9e)\n"
+      "    #16 proxy::StageStart::~StageStart() src/common/server.h:136\n"
+      "    #17 main src/stage3-pool/main.cpp:102 (stage3-pool+0xe5b2)\n\n"
+      "  Previous write of size 8 at 0x7b2800000070 by thread T5 (mutexes: write M44):\n"
+      "    #5 proxy::LruCache::insert(std::basic_string_view<char, std::char_traits<char> >, "
+      "std::shared_ptr<proxy::CachedResponse const>) src/common/cache/lru_cache.cpp:38\n"
+      "    #11 proxy::Server::serve(proxy::Socket) src/common/server.cpp:172\n"
+      "    #17 proxy::WorkerPool<proxy::Socket>::work() src/stage3-pool/worker_pool.h:140\n"
+      "    ...\n\n"
+      "  Location is heap block of size 152 at 0x7b2800000000 allocated by main thread:\n"
+      "    #3 proxy::start_stage(int, char**, proxy::StageDefinition const&) src/common/"
+      "server.cpp:222\n\n"
+      "  Thread T5 (tid=13429, finished) created by main thread at:\n"
+      "    #2 proxy::WorkerPool<proxy::Socket>::WorkerPool(unsigned long, unsigned long, "
+      "std::function<void (proxy::Socket)>) src/stage3-pool/worker_pool.h:77\n"
+      "    #3 run_pool src/stage3-pool/main.cpp:48\n\n"
+      "SUMMARY: ThreadSanitizer: data race /usr/include/c++/12/bits/hashtable.h:466\n";
+  EXPECT_EQ(classify_trap("races", output), "detached-workers");
+}
+
+// detached-workers.patch, another run: a worker still reads what lived in run_pool's frame
+// (the pool is a local there) while main, past run_pool, writes the same stack memory.
+const std::string kWorkerAgainstMainsStack =
+    "run 1: 4813 responses completed; 0 requests failed before the SIGTERM, 62 after it (refused "
+    "or cut: expected); the stage exited with status 66; SIGTERM came with every worker busy "
+    "and the queue full\n\n"
+    "ThreadSanitizer found a data race (its stacks cut to your code):\n"
+    "==================\n"
+    "WARNING: ThreadSanitizer: data race (pid=1480)\n"
+    "  Write of size 8 at 0x7ffe611666d0 by main thread:\n"
+    "    ...\n"
+    "    #3 main src/stage3-pool/main.cpp:101 (stage3-pool+0xe530)\n\n"
+    "  Previous read of size 8 at 0x7ffe611666d0 by thread T3:\n"
+    "    ...\n"
+    "    #4 proxy::WorkerPool<proxy::Socket>::work() src/stage3-pool/worker_pool.h:140\n"
+    "    ...\n\n"
+    "  Location is stack of main thread.\n\n"
+    "  Thread T3 (tid=1497, running) created by main thread at:\n"
+    "    #2 proxy::WorkerPool<proxy::Socket>::WorkerPool(unsigned long, unsigned long, "
+    "std::function<void (proxy::Socket)>) src/stage3-pool/worker_pool.h:77\n"
+    "    #3 run_pool src/stage3-pool/main.cpp:48 (stage3-pool+0xde38)\n"
+    "    #4 main src/stage3-pool/main.cpp:98 (stage3-pool+0xde38)\n\n"
+    "SUMMARY: ThreadSanitizer: data race /usr/include/c++/12/bits/basic_string.h:204\n";
+
+TEST(TrapHints, AWorkerRacingMainPastThePoolsFrameIsADetachedWorker) {
+  EXPECT_EQ(classify_trap("races", kWorkerAgainstMainsStack), "detached-workers");
+}
+
+TEST(TrapHints, AWorkerRacingTheAcceptLoopIsADataRace) {
+  // In the check's format: the same race with the main thread still in run_pool (the accept
+  // loop), where the pool is alive: a field outside its lock, not a teardown.
+  std::string output = kWorkerAgainstMainsStack;
+  output.replace(output.find("    #3 main src/stage3-pool/main.cpp:101"), 40,
+                 "    #2 run_pool src/stage3-pool/main.cpp:52");
+  EXPECT_EQ(classify_trap("races", output), "data-race");
+}
+
+TEST(TrapHints, AWorkerLockingAMutexOfUninitialisedBytesIsADetachedWorker) {
+  // detached-workers.patch under Valgrind, a third run: a worker woke in pop after run_pool
+  // returned, and locked the queue's mutex in a stack frame since reused.
+  const std::string output =
+      "run 1: 1606 responses completed; 0 requests failed before the SIGTERM, 136 after it "
+      "(refused or cut: expected); the stage was killed by signal 6 (Aborted); SIGTERM came "
+      "with every worker busy and the queue full\n\n"
+      "Valgrind memcheck (the first errors, definitely lost bytes, descriptors open at exit):\n"
+      "Conditional jump or move depends on uninitialised value(s)\n"
+      "   at 0x4B2337E: pthread_mutex_lock@@GLIBC_2.2.5 (pthread_mutex_lock.c:84)\n"
+      "   by 0x115782: __gthread_mutex_lock(pthread_mutex_t*) (gthr-default.h:749)\n"
+      "   by 0x119817: std::mutex::lock() (std_mutex.h:100)\n"
+      "   by 0x1398C7: proxy::BoundedQueue<proxy::Socket>::pop() (bounded_queue.h:100)\n"
+      "   by 0x1334A9: proxy::WorkerPool<proxy::Socket>::work() (worker_pool.h:138)\n\n"
+      "ERROR SUMMARY: 7 errors from 7 contexts (suppressed: 0 from 0)\n";
+  EXPECT_EQ(classify_trap("memory", output), "detached-workers");
+}
+
+TEST(TrapHints, TheQueueFreedUnderAWorkerInPopIsADetachedWorkerNotTheWaitUnderIf) {
+  // In the check's format: the worker woke in pop after the pool (and its queue) was destroyed;
+  // it reads the queue's fields, it moves no item out.
+  const std::string output =
+      "ThreadSanitizer found a heap-use-after-free (its stacks cut to your code):\n"
+      "==================\n"
+      "WARNING: ThreadSanitizer: heap-use-after-free (pid=1)\n"
+      "  Read of size 1 at 0x7b4400000108 by thread T3:\n"
+      "    #0 proxy::BoundedQueue<proxy::Socket>::pop()::{lambda()#1}::operator()() const "
+      "src/stage3-pool/bounded_queue.h:103\n"
+      "    #1 proxy::BoundedQueue<proxy::Socket>::pop() src/stage3-pool/bounded_queue.h:103\n"
+      "    #2 proxy::WorkerPool<proxy::Socket>::work() src/stage3-pool/worker_pool.h:138\n\n"
+      "  Previous write of size 8 at 0x7b4400000108 by main thread:\n"
+      "    #0 operator delete(void*, unsigned long)\n"
+      "    #1 proxy::BoundedQueue<proxy::Socket>::~BoundedQueue() src/stage3-pool/"
+      "bounded_queue.h:25\n"
+      "    #2 proxy::WorkerPool<proxy::Socket>::~WorkerPool() src/stage3-pool/worker_pool.h:84\n"
+      "    #3 run_pool src/stage3-pool/main.cpp:66\n\n"
+      "SUMMARY: ThreadSanitizer: heap-use-after-free src/stage3-pool/bounded_queue.h:103\n";
+  EXPECT_EQ(classify_trap("races", output), "detached-workers");
+  EXPECT_EQ(classify_trap("deadlock", output), "");
+}
+
+TEST(TrapHints, AnInvalidReadOnAWorkerOfAFreedPoolIsADetachedWorker) {
+  // In the check's format: Valgrind's invalid read, the block freed by the pool's destructor.
+  const std::string output =
+      "Valgrind memcheck (the first errors, definitely lost bytes, descriptors open at exit):\n"
+      "Invalid read of size 1\n"
+      "   at 0x13A2B1: proxy::BoundedQueue<proxy::Socket>::pop()::{lambda()#1}::operator()() "
+      "const (bounded_queue.h:103)\n"
+      "   by 0x1334CC: proxy::WorkerPool<proxy::Socket>::work() (worker_pool.h:138)\n"
+      " Address 0x4e4c0f8 is 120 bytes inside a block of size 200 free'd\n"
+      "   at 0x484399B: operator delete(void*, unsigned long)\n"
+      "   by 0x113F21: proxy::WorkerPool<proxy::Socket>::~WorkerPool() (worker_pool.h:84)\n"
+      "   by 0x113C02: (anonymous namespace)::run_pool(proxy::Server&, (anonymous namespace)::"
+      "PoolConfig&) (main.cpp:66)\n";
+  EXPECT_EQ(classify_trap("memory", output), "detached-workers");
+  // The pointer trap's invalid read (a block the vector's reallocation freed) stays its own.
+  EXPECT_EQ(classify_trap("memory", kPointerMemory), "pointer-into-vector");
+}
+
+TEST(TrapHints, AnOriginConnectionOpenAtExitIsADetachedWorkerNotALeakedSocket) {
+  // detached-workers.patch under Valgrind: the process ended while its workers were still
+  // fetching from origins.
+  const std::string output =
+      "run 1: 1430 responses completed; 0 requests failed before the SIGTERM, 180 after it "
+      "(refused or cut: expected); the stage exited with status 0; SIGTERM came with every "
+      "worker busy and the queue full\n\n"
+      "Valgrind memcheck (the first errors, definitely lost bytes, descriptors open at exit):\n"
+      "Open AF_INET socket 10: 127.0.0.1:35450 <-> 127.0.0.1:40181\n"
+      "   at 0x4BA1DC7: socket (syscall-template.S:120)\n"
+      "   by 0x177E09: proxy::connect_tcp(std::__cxx11::basic_string<char, std::char_traits<char>"
+      ", std::allocator<char> > const&, unsigned short, std::chrono::duration<long, std::ratio<1l"
+      ", 1000l> >) (socket.cpp:381)\n"
+      "   by 0x1B0DBB: proxy::connect_to_origin(proxy::Context&, std::__cxx11::basic_string<char,"
+      " std::char_traits<char>, std::allocator<char> > const&, unsigned short) "
+      "(origin_response.cpp:171)\n"
+      "   by 0x18E5A6: proxy::(anonymous namespace)::fetch_from_origin(proxy::Context&, "
+      "proxy::Request const&, proxy::AbsoluteUri const&, proxy::BodyFraming const&, "
+      "std::basic_string_view<char, std::char_traits<char> >) (proxy.cpp:245)\n"
+      "   by 0x147B19: proxy::Server::serve(proxy::Socket) (server.cpp:172)\n\n"
+      "Open AF_INET socket 11: 127.0.0.1:44545 <-> 127.0.0.1:57836\n"
+      "   at 0x4BA1FA8: accept4 (accept4.c:31)\n"
+      "   by 0x178936: proxy::accept_client(proxy::Socket const&, int) (socket.cpp:427)\n"
+      "   by 0x147696: proxy::Server::accept() (server.cpp:122)\n"
+      "   by 0x113C08: (anonymous namespace)::run_pool(proxy::Server&, (anonymous namespace)::"
+      "PoolConfig&) (main.cpp:49)\n"
+      "   by 0x11433C: main (main.cpp:98)\n\n"
+      "FILE DESCRIPTORS: 8 open (3 std) at exit.\n"
+      "ERROR SUMMARY: 0 errors from 0 contexts (suppressed: 0 from 0)\n";
+  EXPECT_EQ(classify_trap("memory", output), "detached-workers");
+  // leaked-socket.patch: only the client the accept loop released is open.
+  const std::string leaked = output.substr(output.find("Open AF_INET socket 11"));
+  EXPECT_EQ(classify_trap("memory", leaked), "leaked-socket");
+}
+
 // ---- the hint line -----------------------------------------------------------------------
 
 TEST(TrapHints, OneHintLineWordedByTheManifestAndNoneWithoutEvidence) {
