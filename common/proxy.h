@@ -243,6 +243,11 @@ PendingMiss start_miss_now(ClientConnection& connection, std::string& head,
 /// The origin connection a miss waits on, for epoll.
 int origin_fd(const MissInFlight& miss) noexcept;
 
+/// The origin's own latency for a miss: from writing the request to the kernel's receive time
+/// of the answer's first byte (SO_TIMESTAMPNS), so the time the answer then waited for the
+/// poller is not the origin's. nullopt before that byte, or when the kernel gave no stamp.
+std::optional<std::chrono::nanoseconds> origin_latency(const MissInFlight& miss) noexcept;
+
 /// What read_miss_now found.
 enum class MissRead {
   waiting,      ///< the response head has not all arrived: wait for the origin again

@@ -3,9 +3,14 @@
 // that arrives whole is relayed into the connection's unsent bytes and sent without blocking.
 // Anything else goes to a worker, which goes on exactly as serve_request would have.
 #include <sys/socket.h>
+#include <time.h>
 
 #include <array>
 #include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <span>
 
 #include "origin_pool.h"
 #include "transaction.h"
@@ -22,7 +27,44 @@ struct MissInFlight {
   OriginConnection origin;
   std::string buffer;  ///< the response's bytes so far
   bool ended = false;  ///< the origin closed or failed: a worker judges what that means
+  /// CLOCK_REALTIME, ns: when the request was written, and when the kernel received the
+  /// answer's first byte (SO_TIMESTAMPNS; 0 until then). Their difference is the origin's own
+  /// latency, whatever the poller was doing when that byte arrived (origin_latency).
+  std::int64_t sent_ns = 0;
+  std::int64_t first_byte_ns = 0;
 };
+
+namespace {
+
+std::int64_t realtime_ns() noexcept {
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+}
+
+// recv(MSG_DONTWAIT) that also takes the kernel's receive time of the bytes, when the socket
+// has SO_TIMESTAMPNS on and the bytes carry one.
+ssize_t recv_stamped(int fd, std::span<char> buffer, std::int64_t& stamp_ns) noexcept {
+  iovec io{buffer.data(), buffer.size()};
+  alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(timespec))> control{};
+  msghdr message{};
+  message.msg_iov = &io;
+  message.msg_iovlen = 1;
+  message.msg_control = control.data();
+  message.msg_controllen = control.size();
+  const ssize_t n = ::recvmsg(fd, &message, MSG_DONTWAIT);
+  if (n <= 0) return n;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+      timespec at{};
+      std::memcpy(&at, CMSG_DATA(c), sizeof at);
+      stamp_ns = static_cast<std::int64_t>(at.tv_sec) * 1'000'000'000 + at.tv_nsec;
+    }
+  }
+  return n;
+}
+
+}  // namespace
 
 void MissInFlightDeleter::operator()(MissInFlight* miss) const noexcept { delete miss; }
 
@@ -88,6 +130,11 @@ PendingMiss start_miss_now(ClientConnection& connection, std::string& head,
   origin.keep_allowed = true;
   origin.may_retry = may_retry_on_new_connection(request.method, true, false, true, 0);
   if (origin.may_retry) origin.resend = out;
+  // The kernel stamps what arrives on it from now on: the origin's latency, measured without
+  // the poller's own delays (a failure only leaves origin_latency without a stamp).
+  const int on = 1;
+  ::setsockopt(origin.socket.fd(), SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on);
+  miss->sent_ns = realtime_ns();
   // Millis{0}: never waits. A socket that does not take the request at once (full, or closed
   // by the origin) leaves it to a worker, which takes (or makes) another connection; this one,
   // with part of a request on it, is closed with `miss`.
@@ -103,12 +150,19 @@ PendingMiss start_miss_now(ClientConnection& connection, std::string& head,
 
 int origin_fd(const MissInFlight& miss) noexcept { return miss.origin.socket.fd(); }
 
+std::optional<std::chrono::nanoseconds> origin_latency(const MissInFlight& miss) noexcept {
+  if (miss.sent_ns == 0 || miss.first_byte_ns < miss.sent_ns) return std::nullopt;
+  return std::chrono::nanoseconds(miss.first_byte_ns - miss.sent_ns);
+}
+
 MissRead read_miss_now(MissInFlight& miss, bool& progressed) {
   progressed = false;
   std::array<char, 16 * 1024> chunk;
   while (!miss.ended && miss.buffer.size() <= kMaxResponseHead + kOneWriteBytes) {
-    const ssize_t n = ::recv(miss.origin.socket.fd(), chunk.data(), chunk.size(), MSG_DONTWAIT);
+    std::int64_t stamp = 0;
+    const ssize_t n = recv_stamped(miss.origin.socket.fd(), chunk, stamp);
     if (n > 0) {
+      if (miss.first_byte_ns == 0) miss.first_byte_ns = stamp;
       miss.buffer.append(chunk.data(), static_cast<std::size_t>(n));
       progressed = true;
     } else if (n < 0 && errno == EINTR) {

@@ -104,21 +104,26 @@ void ConcurrencyLimit::update(double now, bool saturated) {
   end_window(now);
 }
 
+// A cut of a tenth or more marks where the peak was passed (growth slows near it); a smaller
+// one is the noise of a limit at its peak, and leaves the mark where it was.
 void ConcurrencyLimit::cut(double factor) {
-  ceiling_ = limit_;
+  if (factor <= 0.9) ceiling_ = limit_;
   limit_ *= factor;
 }
 
-// By about its square root (Gradient2's queue allowance): fast from a small limit, gently near
-// a large one. Near the limit of the last cut — the peak, most likely — one at a time, as TCP
-// grows one segment per round trip past its slow-start threshold: a step past the peak of a
-// collapsing origin costs more than a step short of it. A load that has grown well past the
-// last cut (the origin got faster) forgets it.
+// As TCP grows its window: doubling until the first cut (slow start: 400 clients are let in
+// within a quarter of a second), then by about its square root (Gradient2's queue allowance),
+// and one at a time near the limit of the last cut — the peak, most likely — where a step past
+// the peak of a collapsing origin costs more than a step short of it. A load that has grown
+// well past the last cut (the origin got faster) forgets it, and doubles again.
 void ConcurrencyLimit::grow() {
   if (ceiling_ > 0 && limit_ > 1.5 * ceiling_) ceiling_ = 0;
+  if (ceiling_ == 0) {
+    limit_ *= 2;
+    return;
+  }
   const double step = std::max(1.0, std::sqrt(limit_));
-  const bool near_ceiling = ceiling_ > 0 && limit_ + step > 0.9 * ceiling_;
-  limit_ += near_ceiling ? 1.0 : step;
+  limit_ += limit_ + step > 0.9 * ceiling_ ? 1.0 : step;
 }
 
 void ConcurrencyLimit::end_window(double now) {

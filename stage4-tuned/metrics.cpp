@@ -131,7 +131,7 @@ std::string render_prometheus(const MetricsSnapshot& m) {
              "How long the oldest request waiting for this origin's limit has waited.",
              [](const OriginGateView& o) { return number(o.queue_delay_seconds); });
   per_origin("proxy_origin_min_rtt_seconds", "gauge",
-             "The unloaded latency the limit compares with (re-measured every 10 s).",
+             "The unloaded latency the limit compares with (re-measured every 30 s).",
              [](const OriginGateView& o) { return number(o.min_rtt_seconds); });
   per_origin("proxy_origin_rtt_seconds", "gauge",
              "Mean latency of this origin's requests in the limit's last window.",

@@ -21,7 +21,8 @@ OriginPermit::OriginPermit(OriginGates* gates, std::shared_ptr<OriginGate> gate)
 OriginPermit::OriginPermit(OriginPermit&& other) noexcept
     : gates_(std::exchange(other.gates_, nullptr)),
       gate_(std::move(other.gate_)),
-      started_(other.started_) {}
+      started_(other.started_),
+      finished_(other.finished_) {}
 
 OriginPermit& OriginPermit::operator=(OriginPermit&& other) noexcept {
   if (this != &other) {
@@ -29,13 +30,15 @@ OriginPermit& OriginPermit::operator=(OriginPermit&& other) noexcept {
     gates_ = std::exchange(other.gates_, nullptr);
     gate_ = std::move(other.gate_);
     started_ = other.started_;
+    finished_ = other.finished_;
   }
   return *this;
 }
 
 void OriginPermit::give_back(bool sample, bool drop) noexcept {
   if (gates_ == nullptr) return;
-  gates_->release(*gate_, started_, sample, drop);
+  const auto finished = finished_ != Clock::time_point{} ? finished_ : Clock::now();
+  gates_->release(*gate_, started_, finished, sample, drop);
   gates_ = nullptr;
   gate_.reset();
 }
@@ -76,8 +79,8 @@ void OriginGates::set_queue_delay(OriginGate& gate, double seconds) {
   gate.queue_delay = seconds;
 }
 
-void OriginGates::release(OriginGate& gate, Clock::time_point started, bool sample,
-                          bool drop) noexcept {
+void OriginGates::release(OriginGate& gate, Clock::time_point started, Clock::time_point finished,
+                          bool sample, bool drop) noexcept {
   std::function<void()> wake;
   {
     std::lock_guard lock(mutex_);
@@ -85,7 +88,7 @@ void OriginGates::release(OriginGate& gate, Clock::time_point started, bool samp
     if (drop) {
       gate.limit.on_drop();
     } else if (sample) {
-      gate.limit.on_sample(seconds_since(epoch_, started), seconds_since(epoch_, Clock::now()));
+      gate.limit.on_sample(seconds_since(epoch_, started), seconds_since(epoch_, finished));
     }
     if (gate.waiting > 0) wake = wake_;
   }

@@ -55,8 +55,13 @@ class OriginPermit {
   /// queue, which is the proxy's, not the origin's.
   void restart() noexcept { started_ = std::chrono::steady_clock::now(); }
   /// The request got its answer (`ok`), or the origin failed it (a 5xx, a timeout): gives the
-  /// permit back with its latency for the controller.
-  void finish(bool ok = true) noexcept { give_back(true, !ok); }
+  /// permit back with its latency for the controller — `origin_took` when the caller measured
+  /// the origin's own (origin_latency: kernel receive stamps), else the time since restart().
+  void finish(bool ok = true,
+              std::optional<std::chrono::nanoseconds> origin_took = std::nullopt) noexcept {
+    if (origin_took) finished_ = started_ + *origin_took;
+    give_back(true, !ok);
+  }
 
  private:
   friend class OriginGates;
@@ -66,6 +71,7 @@ class OriginPermit {
   OriginGates* gates_ = nullptr;
   std::shared_ptr<OriginGate> gate_;
   std::chrono::steady_clock::time_point started_{};
+  std::chrono::steady_clock::time_point finished_{};  // set by finish() when measured; else now
 };
 
 /// Whether a response's status says its origin failed it — 502 (unreachable or malformed), 503
@@ -113,8 +119,8 @@ class OriginGates {
 
  private:
   friend class OriginPermit;
-  void release(OriginGate& gate, std::chrono::steady_clock::time_point started, bool sample,
-               bool drop) noexcept;
+  void release(OriginGate& gate, std::chrono::steady_clock::time_point started,
+               std::chrono::steady_clock::time_point finished, bool sample, bool drop) noexcept;
 
   const ConcurrencyLimitOptions options_;
   const std::size_t fixed_;

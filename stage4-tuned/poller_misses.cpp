@@ -67,11 +67,13 @@ void TunedServer::origin_readable(int origin) {
     free_slot(fd);
     return;
   }
+  // The origin's own latency, before the miss is consumed: what the limit judges the origin by.
+  const std::optional<std::chrono::nanoseconds> origin_took = origin_latency(*idle.client.miss);
   const HitOutcome outcome = complete_miss_now(idle.client.connection, std::move(idle.client.miss),
                                                server_.cache(), options_, server_.stats());
   latency_.observe(Clock::now() - idle.client.miss_sent);
   // The origin has answered: its next request may go.
-  idle.client.permit.finish(!origin_failed(idle.client.connection.last_status()));
+  idle.client.permit.finish(!origin_failed(idle.client.connection.last_status()), origin_took);
   if (outcome == HitOutcome::failed) {  // the client went away: nothing was relayed
     free_slot(fd);
     return;

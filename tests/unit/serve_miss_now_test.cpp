@@ -2,13 +2,13 @@
 // kept origin connection and relays an answer that arrived whole, or hands the miss to a worker
 // (finish_miss). Through real loopback sockets and the scripted origin.
 #include <gtest/gtest.h>
-
 #include <poll.h>
 #include <sys/socket.h>
 
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "cache_factory.h"
 #include "loopback_pair.h"
@@ -98,6 +98,27 @@ TEST_F(ServeMissNow, SendsAPlainMissOnAKeptConnectionAndRelaysItsWholeAnswer) {
 // Each of these is a worker's: no kept connection (a connect may block), a stale entry to
 // revalidate, only-if-cached, a connection the client closes, a HEAD. Nothing is sent, the head
 // and the counters stay as they were, and serve_request then serves it from the same lookup.
+// The origin's own latency, from the kernel's receive stamp of its first byte: the time the
+// answer then waits for the poller is not the origin's, and stage 4's limit must not read it as
+// the origin queueing.
+TEST_F(ServeMissNow, TimesTheOriginByTheKernelsReceiveStampNotByWhenItWasRead) {
+  keep_one();
+  Pair pair = connected_pair();
+  std::string head = get(url("/delay/50/bytes/10"));
+  PendingMiss miss = start(pair, head);
+  ASSERT_NE(miss, nullptr);
+  EXPECT_FALSE(origin_latency(*miss).has_value()) << "no byte has come yet";
+  // The answer arrives while nobody reads it: the poller is busy elsewhere for 300 ms.
+  pollfd readable{origin_fd(*miss), POLLIN, 0};
+  ASSERT_EQ(::poll(&readable, 1, 30'000), 1);
+  std::this_thread::sleep_for(300ms);  // the stamp must not see this wait
+  ASSERT_EQ(wait(*miss), MissRead::whole);
+  const std::optional<std::chrono::nanoseconds> took = origin_latency(*miss);
+  ASSERT_TRUE(took.has_value()) << "SO_TIMESTAMPNS gave no stamp";
+  EXPECT_GE(*took, 45ms);   // the origin's 50 ms (its timer may fire a little early)
+  EXPECT_LT(*took, 300ms);  // and not the 300 ms the answer then waited to be read
+}
+
 TEST_F(ServeMissNow, LeavesEveryOtherRequestAsItWas) {
   {
     Pair pair = connected_pair();

@@ -50,6 +50,18 @@ TEST(ConcurrencyLimit, GrowsWhileLatencyStaysAtItsMinimumAndDemandFillsIt) {
   EXPECT_NEAR(d.limit.min_rtt(), 0.020, 1e-9);
 }
 
+TEST(ConcurrencyLimit, DoublesUntilItsFirstCutThenGrowsByItsSquareRoot) {
+  Driver d;
+  d.window(0.020);
+  EXPECT_EQ(d.limit.limit(), 40u);  // slow start
+  d.window(0.020);
+  EXPECT_EQ(d.limit.limit(), 80u);
+  d.window(0.040);  // twice the minimum: x 24/40
+  EXPECT_NEAR(static_cast<double>(d.limit.limit()), 48, 1);
+  d.window(0.020);  // far below the cut's 80: by its square root (about 7), no longer doubling
+  EXPECT_NEAR(static_cast<double>(d.limit.limit()), 54.9, 1);
+}
+
 TEST(ConcurrencyLimit, DoesNotGrowWithoutDemand) {
   Driver d;
   for (int i = 0; i < 20; ++i) d.window(0.020, /*saturated=*/false);
@@ -59,9 +71,9 @@ TEST(ConcurrencyLimit, DoesNotGrowWithoutDemand) {
 TEST(ConcurrencyLimit, FallsInProportionAsLatencyRisesPastTheTolerance) {
   Driver d;
   d.window(0.020, false);  // the minimum
-  d.window(0.040, true);   // twice it: 1.1 x 20 ms tolerated, so x 22/40 = 11
-  EXPECT_GE(d.limit.limit(), 10u);
-  EXPECT_LE(d.limit.limit(), 11u);
+  d.window(0.040, true);   // twice it: 1.2 x 20 ms tolerated, so x 24/40 = 12
+  EXPECT_GE(d.limit.limit(), 11u);
+  EXPECT_LE(d.limit.limit(), 12u);
 }
 
 TEST(ConcurrencyLimit, AtMostHalvesInOneWindow) {
@@ -74,7 +86,7 @@ TEST(ConcurrencyLimit, AtMostHalvesInOneWindow) {
 TEST(ConcurrencyLimit, LatencyWithinTheToleranceIsNotQueueing) {
   Driver d;
   d.window(0.020, false);
-  d.window(0.0215, true);  // 7.5 % above the minimum: noise, not a queue
+  d.window(0.0235, true);  // 17.5 % above the minimum: noise, not a queue
   EXPECT_GT(d.limit.limit(), 20u);
 }
 
@@ -98,7 +110,7 @@ TEST(ConcurrencyLimit, GrowsOneAtATimeNearTheLimitOfItsLastCut) {
   Driver d;
   for (int i = 0; i < 10; ++i) d.window(0.020);  // well past 20
   const double before = static_cast<double>(d.limit.limit());
-  d.window(0.030);  // a cut, to about 0.73 of it
+  d.window(0.036);  // a cut, to 2/3 of it
   ASSERT_LT(static_cast<double>(d.limit.limit()), before);
   int single_steps = 0;
   while (static_cast<double>(d.limit.limit()) < before) {
@@ -160,7 +172,7 @@ TEST(ConcurrencyLimit, ALuckyLowWindowDoesNotBecomeTheMinimum) {
   ConcurrencyLimitOptions options;
   options.first_probe = 1.0;
   Driver d(options);
-  d.window(0.0185, false);
+  d.window(0.016, false);
   for (int i = 0; i < 30 && !d.limit.probing(); ++i) d.window(0.0207);
   ASSERT_TRUE(d.limit.probing());
   for (int i = 0; i < 10; ++i) d.limit.on_sample(d.now + 0.001, d.now + 0.0211);
