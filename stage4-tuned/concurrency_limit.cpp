@@ -30,6 +30,10 @@ void ConcurrencyLimit::on_sample(double started, double finished) {
     return;
   }
   if (probing_) return;  // sent at the old limit: it says nothing of the unloaded latency
+  // Sent before the limit last changed: it shows the old limit, not this one. Judging the new
+  // limit by it is how slow start overshot a collapsing origin fourfold (TCP, too, changes its
+  // window at most once a round trip).
+  if (started < changed_at_) return;
   rtt_sum_ += rtt;
   ++samples_;
 }
@@ -50,6 +54,7 @@ void ConcurrencyLimit::update(double now, bool saturated) {
       if (probe_count_ > 0) min_rtt_ = probe_sum_ / static_cast<double>(probe_count_);
       probing_ = false;
       limit_ = limit_before_probe_;
+      changed_at_ = now;
       next_probe_ = now + options_.probe_every;
       window_start_ = now;
       rtt_sum_ = 0;
@@ -68,6 +73,7 @@ void ConcurrencyLimit::update(double now, bool saturated) {
     probe_count_ = 0;
     return;
   }
+  const double before = limit_;
   const double length = now - window_start_;
   // Failures count towards a window: an origin that only fails must not hold the limit up for
   // ten windows.
@@ -95,12 +101,17 @@ void ConcurrencyLimit::update(double now, bool saturated) {
       // Gradient2's rule: scale by how far latency has risen, at most halving per window.
       cut(std::max(0.5, tolerated / rtt));
     } else if (saturated) {
+      // HyStart (Ha and Rhee, 2008): slow start ends at the first sign of latency rising, not
+      // at the first loss. Doubling on answers sent at half the limit overshoots a collapsing
+      // origin fourfold before the first cut would show it.
+      if (ceiling_ == 0 && rtt > (1 + (options_.tolerance - 1) / 2) * min_rtt_) ceiling_ = limit_;
       grow();
     }
   } else if (drop_share > 0.05) {
     cut(0.9);
   }
   limit_ = std::clamp(limit_, options_.min_limit, options_.max_limit);
+  if (limit_ != before) changed_at_ = now;
   end_window(now);
 }
 

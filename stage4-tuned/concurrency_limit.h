@@ -53,7 +53,8 @@ class ConcurrencyLimit {
   explicit ConcurrencyLimit(ConcurrencyLimitOptions options = {});
 
   /// A request that started at `started` finished at `finished` (seconds, any epoch the caller
-  /// keeps to). Its latency is a sample of the window, or of the probe when it started at the
+  /// keeps to). Its latency is a sample of the window when it started at the limit in force now
+  /// (one sent before the last change is not counted), or of the probe when it started at the
   /// probe's limit.
   void on_sample(double started, double finished);
   /// The downstream failed a request (a 5xx answer or a timeout): past a twentieth of a
@@ -81,6 +82,7 @@ class ConcurrencyLimit {
   ConcurrencyLimitOptions options_;
   double limit_;
   double ceiling_ = 0;  // the limit the last cut was made from (0: none): growth slows near it
+  double changed_at_ = -1e300;  // when the limit last changed: older samples are not its
   double min_rtt_ = 0;
   double last_rtt_ = 0;
   // The window being gathered.

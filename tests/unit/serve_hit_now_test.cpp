@@ -71,11 +71,9 @@ TEST_F(ServeHitNow, LeavesEveryOtherRequestAloneWithoutALookup) {
   const std::string cases[] = {
       "HEAD http://o.test/a HTTP/1.1\r\nHost: x\r\n\r\n",
       "POST http://o.test/a HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
-      get("http://o.test/a", "Connection: close\r\n"),
       get("http://o.test/a", "Host: y\r\n"),
       get("http://o.test/a", "Range: bytes=0-1\r\n"),
       "GET /a HTTP/1.1\r\nHost: o.test\r\n\r\n",
-      "GET http://o.test/a HTTP/1.0\r\n\r\n",
       "GET http://o.test/a HTTP/1.1\r\nHost: x\r\n",  // incomplete
   };
   for (const std::string& request : cases) {
@@ -88,6 +86,32 @@ TEST_F(ServeHitNow, LeavesEveryOtherRequestAloneWithoutALookup) {
   }
   EXPECT_EQ(cache_->stats().hits + cache_->stats().misses, 0u) << "a lookup was made";
   EXPECT_EQ(stats_.requests.load(), 0u);
+}
+
+// A hit on a connection that closes after it is a worker's to send (it closes the connection),
+// but it is looked up here, once: stage 4 lets a stored response skip its origin's limit
+// (found_stored), and serve_request goes on from this lookup without counting another.
+TEST_F(ServeHitNow, LooksUpAHitOnAClosingConnectionAndLeavesItToAWorker) {
+  store("http://o.test/a", "hello");
+  const std::string cases[] = {
+      get("http://o.test/a", "Connection: close\r\n"),
+      "GET http://o.test/a HTTP/1.0\r\n\r\n",  // 1.0 without keep-alive closes too
+  };
+  std::uint64_t lookups = 0;
+  for (const std::string& request : cases) {
+    Pair pair = connected_pair();
+    std::string head = request;
+    EXPECT_EQ(serve_hit_now(pair.server, head, *cache_, options_, stats_), HitOutcome::not_served)
+        << request;
+    EXPECT_EQ(head, request);
+    EXPECT_TRUE(pair.server.found_stored()) << request;
+    EXPECT_EQ(cache_->stats().hits, ++lookups) << "one lookup per request: " << request;
+  }
+  EXPECT_EQ(stats_.requests.load(), 0u) << "not answered here, so not counted here";
+  Pair pair = connected_pair();
+  std::string head = get("http://o.test/nothing", "Connection: close\r\n");
+  EXPECT_EQ(serve_hit_now(pair.server, head, *cache_, options_, stats_), HitOutcome::not_served);
+  EXPECT_FALSE(pair.server.found_stored()) << "a miss is not a stored response";
 }
 
 // The proxy's own /metrics is answered here as well (stage 4's poller answers it while every

@@ -22,15 +22,15 @@ ConcurrencyLimitOptions without_probes() {
   return options;
 }
 
-// Drives one limit in virtual time: each step is a window of `samples` requests of latency
-// `rtt` seconds, then an update with `saturated`.
+// Drives one limit in virtual time: each step is a window of `samples` requests sent at its
+// start with latency `rtt` seconds, judged when they have answered (at least kWindow later).
 struct Driver {
   explicit Driver(ConcurrencyLimitOptions options = without_probes()) : limit(options) {
     limit.update(now, false);  // the first update starts the clock
   }
   void window(double rtt, bool saturated = true, int samples = 50) {
-    for (int i = 0; i < samples; ++i) limit.on_sample(now + kWindow - rtt, now + kWindow);
-    now += kWindow;
+    for (int i = 0; i < samples; ++i) limit.on_sample(now, now + rtt);
+    now += std::max(kWindow, rtt);
     limit.update(now, saturated);
   }
   ConcurrencyLimit limit;
@@ -102,7 +102,7 @@ TEST(ConcurrencyLimit, MicrosecondsOfSchedulingOnAFastOriginAreNotQueueing) {
 TEST(ConcurrencyLimit, NeedsEnoughSamplesForAWindow) {
   Driver d;
   d.window(0.020, false);
-  d.window(1.0, true, /*samples=*/30);  // 30 answers in 60 ms: not yet a window (40)
+  d.window(0.040, true, /*samples=*/30);  // 30 answers in 60 ms: not yet a window (40)
   EXPECT_EQ(d.limit.limit(), 20u);
 }
 
