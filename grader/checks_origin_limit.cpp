@@ -18,7 +18,7 @@ using testing_support::HttpResponse;
 
 namespace {
 
-constexpr auto kLive = 5s;    // what a request that must not wait may take, on a loaded machine
+constexpr auto kLive = 5s;     // what a request that must not wait may take, on a loaded machine
 constexpr auto kPermit = 10s;  // a permit given back lets the next request in within this
 
 int peak_in_service(harness::OriginServer& origin) {
@@ -30,8 +30,8 @@ int peak_in_service(harness::OriginServer& origin) {
 double origin_gauge(std::uint16_t port, const std::string& family, std::uint16_t origin_port) {
   const std::string name = family + "{origin=\"127.0.0.1:" + std::to_string(origin_port) + "\"} ";
   try {
-    const HttpResponse r = testing_support::exchange(
-        port, "GET /metrics HTTP/1.1\r\nHost: proxy\r\n\r\n", kLive);
+    const HttpResponse r =
+        testing_support::exchange(port, "GET /metrics HTTP/1.1\r\nHost: proxy\r\n\r\n", kLive);
     std::istringstream lines(r.body);
     for (std::string line; std::getline(lines, line);) {
       if (line.rfind(name, 0) == 0) return std::stod(line.substr(name.size()));
@@ -96,13 +96,15 @@ void expect_limit_holds(Verdict& v, const StageInfo& stage, const CheckContext& 
   v.note("  (the origin's most requests in service at once during the burst: " +
          std::to_string(peak) + ")");
   v.expect(exact == burst,
-           "burst: every one of " + std::to_string(burst) + " concurrent misses (unique URLs, "
-           "/delay/100/bytes/300) is answered 200, byte-exact",
+           "burst: every one of " + std::to_string(burst) +
+               " concurrent misses (unique URLs, "
+               "/delay/100/bytes/300) is answered 200, byte-exact",
            std::to_string(exact) + " of " + std::to_string(burst) + first_bad);
   v.expect(peak <= limit,
            "at most --origin-limit " + limit_text + " requests in service at the origin at once",
-           "the origin had " + std::to_string(peak) + " in service at once: some path sends "
-           "misses without a permit of their origin");
+           "the origin had " + std::to_string(peak) +
+               " in service at once: some path sends "
+               "misses without a permit of their origin");
   v.expect(peak >= 2,
            "the burst overlapped at the origin (2 or more in service at once), else the limit "
            "was not put to the test",
@@ -120,9 +122,8 @@ void expect_permits_come_back(Verdict& v, const StageInfo& stage, const CheckCon
   harness::OriginServer origin;
   harness::OriginServer other;
   const std::string base = "http://127.0.0.1:" + std::to_string(origin.port());
-  Launched proxy = launch(stage, "release",
-                          {"--origin-limit", "1", "--origin-timeout-ms", "60000"}, ctx,
-                          "origin-limit-permits");
+  Launched proxy = launch(stage, "release", {"--origin-limit", "1", "--origin-timeout-ms", "60000"},
+                          ctx, "origin-limit-permits");
   const std::uint16_t port = proxy.process->port();
   std::string err;
   auto stored = try_fetch(port, base + "/bytes/100?hit", err);
@@ -131,8 +132,9 @@ void expect_permits_come_back(Verdict& v, const StageInfo& stage, const CheckCon
            stored ? describe(*stored) : err);
   proxy::Socket holder =
       testing_support::send_request(port, testing_support::proxy_get(base + "/stall"));
-  v.expect(origin.wait_for_requests("/stall", 1, kPermit),
-           "the only permit (--origin-limit 1) is held by a /stall request the origin never answers");
+  v.expect(
+      origin.wait_for_requests("/stall", 1, kPermit),
+      "the only permit (--origin-limit 1) is held by a /stall request the origin never answers");
 
   // Connection: close, so that the poller cannot answer it itself and it goes the way a request
   // to be admitted goes.
@@ -146,13 +148,15 @@ void expect_permits_come_back(Verdict& v, const StageInfo& stage, const CheckCon
            hit_answer ? describe(*hit_answer) : "no answer within 5 s: it waited for the permit");
   hit = proxy::Socket();  // a hit still waiting hangs up, as an impatient client does
 
-  proxy::Socket waiter = testing_support::send_request(
-      port, testing_support::proxy_get(base + "/bytes/7?miss"));
+  proxy::Socket waiter =
+      testing_support::send_request(port, testing_support::proxy_get(base + "/bytes/7?miss"));
   double waiting = std::nan("");
-  eventually([&] {
-    waiting = origin_gauge(port, "proxy_origin_waiting", origin.port());
-    return waiting >= 1 || origin.request_count("/bytes/7") > 0;
-  }, kLive);
+  eventually(
+      [&] {
+        waiting = origin_gauge(port, "proxy_origin_waiting", origin.port());
+        return waiting >= 1 || origin.request_count("/bytes/7") > 0;
+      },
+      kLive);
   v.expect(origin.request_count("/bytes/7") == 0,
            "a miss past the limit stays off the origin while the only permit is held",
            "the origin received it: the miss went past --origin-limit 1");
@@ -169,14 +173,17 @@ void expect_permits_come_back(Verdict& v, const StageInfo& stage, const CheckCon
     const std::string r = std::to_string(round);
     proxy::Socket again =
         testing_support::send_request(port, testing_support::proxy_get(base + "/stall?r=" + r));
-    const bool held = origin.wait_for_requests("/stall", static_cast<std::uint64_t>(round), kPermit);
+    const bool held =
+        origin.wait_for_requests("/stall", static_cast<std::uint64_t>(round), kPermit);
     again = proxy::Socket();
     auto next = held ? try_fetch(port, base + "/bytes/9?r=" + r, err, kPermit) : std::nullopt;
-    v.expect(held && next && next->status == 200 &&
-                 next->body == harness::deterministic_bytes(9),
-             "a permit comes back when its request's client hangs up (round " + r + "): the "
-             "next miss is answered within 10 s",
-             !held ? "the /stall never reached the origin" : next ? describe(*next) : err);
+    v.expect(held && next && next->status == 200 && next->body == harness::deterministic_bytes(9),
+             "a permit comes back when its request's client hangs up (round " + r +
+                 "): the "
+                 "next miss is answered within 10 s",
+             !held  ? "the /stall never reached the origin"
+             : next ? describe(*next)
+                    : err);
   }
   auto elsewhere =
       try_fetch(port, "http://127.0.0.1:" + std::to_string(other.port()) + "/bytes/11", err, kLive);
