@@ -21,7 +21,7 @@ help:
 	@echo "make timeline   an origin that turns from fast to collapsing and back: stage 4 and fixed pools second by second -> results/timeline/"
 	@echo "make bench      every stage side by side on the studies' scenarios -> results/bench/ (PEERS=1, QUICK=1)"
 	@echo "make grade      grade every stage of this tree, or SUBMISSION=DIR [STAGES=1,3] [QUICK=1] -> results/grade/"
-	@echo "make grade-mutants   grade each planted-bug mutant of stage 3; every one must be caught (not in a lab handout)"
+	@echo "make grade-mutants   grade each planted-bug mutant of stages 3 and 4; every one must be caught (not in a lab handout)"
 	@echo "make grade-modes-check   stage mode and lab 3 mode in one build folder score as each alone (slow)"
 	@echo "make gradescope LAB=N | STAGES=1,2,3,4   a Gradescope autograder zip -> results/gradescope/"
 	@echo "make gradescope-check  the bundle's run_autograder against a simulated /autograder (slow)"

@@ -2,7 +2,8 @@
 // origin and judges only what a client, the process table, ThreadSanitizer or Valgrind can
 // see, so the same code grades the reference and a student's tree. Every wait has a deadline:
 // a hung submission fails its check instead of hanging the grader. The checks themselves:
-// checks_functional.cpp, checks_sanitizers.cpp, checks_throughput.cpp, checks_escapes.cpp.
+// checks_functional.cpp, checks_sanitizers.cpp, checks_throughput.cpp, checks_escapes.cpp,
+// checks_origin_limit.cpp.
 #include "check_support.h"
 
 namespace grader {
@@ -21,6 +22,7 @@ RunOutcome run_check_once(const CheckSpec& spec, const StageInfo& stage, const C
     if (spec.id == "throughput") return measure_throughput(spec, stage, ctx);
     if (spec.id == "cut-off") return check_cut_off(spec, stage, ctx);
     if (spec.id == "queue-bound") return check_queue_bound(spec, stage, ctx);
+    if (spec.id == "origin-limit") return check_origin_limit(spec, stage, ctx);
     return {false, "the grader has no check named '" + spec.id + "'", {}};
   } catch (const std::exception& e) {
     return {false, std::string("the check could not run: ") + e.what(), {}};

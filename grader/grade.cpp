@@ -15,6 +15,7 @@
 
 #include "build.h"
 #include "support.h"
+#include "traps.h"
 
 namespace grader {
 namespace {
@@ -156,6 +157,18 @@ CheckResult grade_one(const CheckSpec& spec, const StageInfo& stage, const Check
   CheckResult result{stage.dir, spec.id, spec.name, 0, spec.points, false, spec.visibility, "", 0,
                      false};
   const auto check_start = Clock::now();
+  if (!spec.stages.empty() &&
+      std::find(spec.stages.begin(), spec.stages.end(), stage.number) == spec.stages.end()) {
+    // Listed rather than left out, so that a reader sees it was not forgotten; out of the
+    // totals, so that it costs nothing and earns nothing.
+    std::string numbers;
+    for (int n : spec.stages) numbers += (numbers.empty() ? "" : ", ") + std::to_string(n);
+    result.not_run = true;
+    result.output = "not graded on " + stage.dir + ": this check grades stage " + numbers +
+                    " only (rubric.json, \"stages\"), whose code it exercises\n";
+    progress.done(spec, spec.repeats);
+    return result;
+  }
   if (stage.binaries.count(spec.build) == 0) {
     auto errors = stage.build_errors.find(spec.build);
     result.output = "The " + spec.build + " build of " + stage.dir + " failed, so this check " +
@@ -417,6 +430,15 @@ int grade_submission(const Session& session, const std::vector<CheckSpec>& check
   }
   std::vector<CheckResult> results =
       grade_stages(checks, stages, session.ctx, session.rubric, out_dir, start);
+  // The same hints as lab mode, in their built-in wording: a trap's evidence is the same
+  // whichever mode saw it, and a stage's own code (stage 4's origin limit) has no lab to word
+  // them.
+  for (CheckResult& r : results) {
+    if (r.passed || r.not_run) continue;
+    if (std::string hint = trap_hint(r.check_id, r.output, json()); !hint.empty()) {
+      r.output = hint + "\n\n" + r.output;
+    }
+  }
   const double total = std::chrono::duration<double>(Clock::now() - start).count();
   std::cout << write_reports(out_dir, submission, results, total);
   std::cout.flush();

@@ -21,13 +21,16 @@ struct CheckSpec {
   double estimate_s = 10;  ///< typical run time on the reference, for the progress ETA
   std::string build = "release";  ///< which build of the submission: release, tsan or debug
   bool pool_only = false;  ///< only for stages that take --workers (a worker pool)
+  /// The stage numbers it grades (the N of stageN-...); empty: every stage. On another stage it
+  /// is listed as not run there, out of the totals: neither a pass nor a failure.
+  std::vector<int> stages;
   /// Stage directory -> why failing this check is the expected lesson (e.g. stage 1 and the
   /// concurrency check). The points are still lost; the report explains.
   std::map<std::string, std::string> expected_to_fail;
   nlohmann::json params;  ///< check-specific knobs (loads, sizes); see rubric.json
 };
 
-/// A planted-bug variant of stage 3 and the check that must catch it.
+/// A planted-bug variant of one stage and the check that must catch it.
 struct MutantSpec {
   std::string name;         ///< e.g. "wait-if"
   std::string patch;        ///< path of the patch, relative to the rubric's directory
@@ -46,6 +49,8 @@ struct MutantSpec {
   /// Checks run on it too, where a failure may be right or wrong but a hint, if any, must name
   /// `trap` (lab 3's checks: no check blames another trap).
   std::vector<std::string> watch;
+  /// The stage whose binary is built from the mutant tree and graded (the N of stageN-...).
+  int stage = 3;
 };
 
 /// The whole rubric. Loaded once; read-only afterwards.

@@ -1,7 +1,7 @@
 // grader: builds a submission out of tree and grades each of its stages against
 // grader/rubric.json, or (--lab N) grades it as a lab of labs/manifest.json, or (--mutants)
-// proves the checks can fail by grading planted-bug variants of stage 3. This file only reads
-// the command line and dispatches: stage mode is grade.cpp, lab mode lab.cpp, mutants
+// proves the checks can fail by grading planted-bug variants of stages 3 and 4. This file only
+// reads the command line and dispatches: stage mode is grade.cpp, lab mode lab.cpp, mutants
 // mutants.cpp, the builds build.cpp, the checks checks*.cpp. See grader/README.md.
 #include <CLI/CLI.hpp>
 #include <signal.h>
@@ -71,8 +71,8 @@ void add_options(CLI::App& app, Args& a) {
                  "copied from it instead of compiled (labs/tools/plan-reuse.sh). For a self-grade "
                  "only: objects are trusted as they are");
   app.add_option("--mutants", a.mutants,
-                 "Grade planted-bug variants of stage 3: 'all' or a comma list of names; prints "
-                 "mutant -> check -> caught, exits 1 if any escaped");
+                 "Grade planted-bug variants of stages 3 and 4: 'all' or a comma list of names; "
+                 "prints mutant -> check -> caught, exits 1 if any escaped");
   app.add_flag("--mutants-apply", a.mutants_apply,
                "Only check that every mutant's patch applies exactly to the submission (fast: "
                "nothing is built); names the mutant and file of each that drifted, exits 1");
@@ -107,7 +107,7 @@ std::string default_build_parent() {
 int main(int argc, char** argv) {
   CLI::App app{"grader: builds a submission out of tree and grades each stage against the "
                "rubric (correctness, concurrency, cache, shutdown, races, deadlocks, memory, "
-               "throughput); with --mutants, grades planted-bug variants of stage 3 instead",
+               "throughput); with --mutants, grades planted-bug variants of stages 3 and 4 instead",
                "grader"};
   Args args;
   add_options(app, args);

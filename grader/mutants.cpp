@@ -127,7 +127,7 @@ std::optional<std::vector<CheckSpec>> mutant_checks(const MutantSpec& m, const R
   return specs;
 }
 
-/// Builds the mutant tree's stage 3 in every build `specs` need and grades it with them: the
+/// Builds the mutant tree's stage (m.stage) in every build `specs` need and grades it with them: the
 /// mutant's own check and each `also` must fail, and no failed check's hint may name a trap
 /// other than `m.trap` (the own check's must name it, when it is set).
 MutantVerdict grade_mutant(const MutantSpec& m, const std::vector<CheckSpec>& specs,
@@ -135,7 +135,7 @@ MutantVerdict grade_mutant(const MutantSpec& m, const std::vector<CheckSpec>& sp
   MutantVerdict verdict;
   std::vector<StageInfo> stages;
   for (StageInfo& s : discover_stages(tree.string())) {
-    if (s.number == 3) stages.push_back(s);
+    if (s.number == m.stage) stages.push_back(s);
   }
   std::set<std::string> builds{"release"};
   for (const CheckSpec& spec : specs) builds.insert(spec.build);

@@ -1,5 +1,5 @@
-// Mutant mode (--mutants): planted-bug variants of stage 3, each graded by the check that must
-// catch it; proof that the checks can fail.
+// Mutant mode (--mutants): planted-bug variants of a stage (stage 3's, and stage 4's origin
+// limit), each graded by the check that must catch it; proof that the checks can fail.
 #pragma once
 
 #include <set>

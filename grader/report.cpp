@@ -124,12 +124,18 @@ void write_gradescope_json(const std::string& path, const std::vector<CheckResul
                            const Totals& totals, double total_seconds) {
   nlohmann::json tests = nlohmann::json::array();
   for (const CheckResult& r : results) {
-    tests.push_back({{"name", r.stage + ": " + r.name},
-                     {"score", r.score},
-                     {"max_score", r.max_score},
-                     {"status", r.passed ? "passed" : "failed"},
-                     {"output", nlohmann::json::parse(valid_utf8(r.output))},
-                     {"visibility", r.visibility}});
+    nlohmann::json test = {{"name", r.stage + ": " + r.name},
+                           {"score", r.score},
+                           {"max_score", r.max_score},
+                           {"status", r.passed ? "passed" : "failed"},
+                           {"output", nlohmann::json::parse(valid_utf8(r.output))},
+                           {"visibility", r.visibility}};
+    // Not run: out of the totals there too, 0 of 0 with no status, neither passed nor failed.
+    if (r.not_run) {
+      test["max_score"] = 0;
+      test.erase("status");
+    }
+    tests.push_back(test);
   }
   nlohmann::json gradescope = {{"score", totals.score},
                                {"execution_time", static_cast<int>(total_seconds + 0.5)},

@@ -33,6 +33,7 @@ Rubric load_rubric(const std::string& path, bool quick) {
       spec.estimate_s = c.value("estimate_s", 10.0);
       spec.build = c.value("build", "release");
       spec.pool_only = c.value("pool_only", false);
+      spec.stages = c.value("stages", std::vector<int>{});
       spec.expected_to_fail =
           c.value("expected_to_fail", std::map<std::string, std::string>{});
       spec.params = c.value("params", nlohmann::json::object());
@@ -62,7 +63,8 @@ Rubric load_rubric(const std::string& path, bool quick) {
                         m.value("description", ""),
                         m.value("trap", ""),
                         m.value("also", std::vector<std::string>{}),
-                        m.value("watch", std::vector<std::string>{})};
+                        m.value("watch", std::vector<std::string>{}),
+                        m.value("stage", 3)};
     } catch (const std::exception& e) {
       throw std::runtime_error("rubric mutant " + m.dump() + ": " + e.what());
     }

@@ -43,6 +43,19 @@ const std::map<std::string, std::string>& default_hints() {
       {"leaked-socket",
        "a client socket still open at exit: a descriptor released from its owner and never "
        "closed."},
+      {"origin-limit-bypassed",
+       "more requests reached the origin at once than --origin-limit allows: the limit is not "
+       "honoured on every path (the poller's misses?). Every request that is not a hit needs a "
+       "permit of its origin before it is sent, whichever path sends it."},
+      {"permit-leak",
+       "a permit is never given back (leaked on hang-up or failure): once a request ended "
+       "without its answer, its origin's next requests waited for a permit nobody held. Every "
+       "way a request ends (answered, failed, dropped when its client hangs up) must give its "
+       "permit back."},
+      {"hits-wait",
+       "hits wait for the origin's limit: a cached object waited for a permit while the origin's "
+       "limit was full. A hit sends nothing to the origin, so it needs no permit; answer it "
+       "before admission."},
   };
   return hints;
 }
@@ -269,6 +282,29 @@ std::string shutdown_trap(const std::string& output) {
   return "";
 }
 
+/// The origin-limit check (grader/checks_origin_limit.cpp). Each trap fails its own line, and
+/// only where the lines around it show the stage working otherwise: a stage that answers
+/// nothing fails the hit and the permits' lines too, which is none of these traps.
+std::string origin_limit_trap(const std::string& output) {
+  auto has = [&](const char* s) { return output.find(s) != std::string::npos; };
+  // The origin itself counted more than the limit: only a path that skips the permit does that.
+  if (has("[FAIL] at most --origin-limit") ||
+      has("[FAIL] a miss past the limit stays off the origin")) {
+    return "origin-limit-bypassed";
+  }
+  // One origin starved after a hang-up while another is served: its permit is gone.
+  if (has("[FAIL] a permit comes back") && has("[pass] meanwhile another origin is served") &&
+      has("[pass] a cacheable object is fetched")) {
+    return "permit-leak";
+  }
+  // The hit waited, yet the miss behind the same full limit went on once the permit came back.
+  if (has("[FAIL] a hit never waits") && has("[pass] a cacheable object is fetched") &&
+      has("[pass] a permit comes back when its request's client hangs up: the /stall")) {
+    return "hits-wait";
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string classify_trap(const std::string& check, const std::string& output) {
@@ -324,6 +360,7 @@ std::string classify_trap(const std::string& check, const std::string& output) {
     return "";
   }
   if (check == "shutdown") return shutdown_trap(output);
+  if (check == "origin-limit") return origin_limit_trap(output);
   return "";
 }
 

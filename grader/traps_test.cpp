@@ -6,7 +6,9 @@
 // trap.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "traps.h"
 
@@ -521,6 +523,96 @@ TEST(TrapHints, AnOriginConnectionOpenAtExitIsADetachedWorkerNotALeakedSocket) {
   // leaked-socket.patch: only the client the accept loop released is open.
   const std::string leaked = output.substr(output.find("Open AF_INET socket 11"));
   EXPECT_EQ(classify_trap("memory", leaked), "leaked-socket");
+}
+
+// ---- origin-limit (stage 4): a burst under --origin-limit 4, then --origin-limit 1 held by /stall
+
+// The lines every run prints, passed; each case below fails some of them (cut from `grader
+// --prebuilt` on each stage 4 mutant of grader/mutants/).
+std::string origin_limit_run(const std::vector<std::string>& failed) {
+  const std::vector<std::string> lines = {
+      "burst: every one of 24 concurrent misses (unique URLs, /delay/100/bytes/300) is answered "
+      "200, byte-exact",
+      "at most --origin-limit 4 requests in service at the origin at once",
+      "the burst overlapped at the origin (2 or more in service at once), else the limit was not "
+      "put to the test",
+      "a cacheable object is fetched (it leaves a kept origin connection behind)",
+      "the only permit (--origin-limit 1) is held by a /stall request the origin never answers",
+      "a hit never waits for its origin's limit: the cached object is answered within 5 s while "
+      "the only permit is held",
+      "a miss past the limit stays off the origin while the only permit is held",
+      "that miss is counted waiting in /metrics (proxy_origin_waiting)",
+      "a permit comes back when its request's client hangs up: the /stall's client goes and the "
+      "waiting miss is answered 200, byte-exact, within 10 s",
+      "a permit comes back when its request's client hangs up (round 2): the next miss is "
+      "answered within 10 s",
+      "meanwhile another origin is served within 5 s (the stage itself is not stuck)",
+  };
+  std::string out;
+  for (const std::string& line : lines) {
+    const bool fail = std::any_of(failed.begin(), failed.end(), [&](const std::string& f) {
+      return line.rfind(f, 0) == 0;
+    });
+    out += std::string(fail ? "  [FAIL] " : "  [pass] ") + line + "\n";
+  }
+  return out;
+}
+
+// poller-ignores-limit.patch: the origin counted 24 at once, and the miss behind a held permit
+// reached it.
+TEST(TrapHints, MoreAtTheOriginThanTheLimitIsTheLimitBypassed) {
+  EXPECT_EQ(classify_trap("origin-limit",
+                          origin_limit_run({"at most --origin-limit", "a miss past the limit",
+                                            "that miss is counted waiting"})),
+            "origin-limit-bypassed");
+  // Either line alone is the origin's own evidence.
+  EXPECT_EQ(classify_trap("origin-limit", origin_limit_run({"at most --origin-limit"})),
+            "origin-limit-bypassed");
+  EXPECT_EQ(classify_trap("origin-limit", origin_limit_run({"a miss past the limit"})),
+            "origin-limit-bypassed");
+}
+
+// permit-leak.patch: after the /stall's client hung up its origin served nothing more, while
+// another origin was served.
+TEST(TrapHints, AnOriginStarvedAfterAHangUpIsAPermitLeak) {
+  EXPECT_EQ(classify_trap("origin-limit", origin_limit_run({"a permit comes back"})),
+            "permit-leak");
+}
+
+// hits-wait.patch: the hit waited 5 s, and the miss behind the same permit went on once it came
+// back.
+TEST(TrapHints, AHitThatWaitedForAFullLimitIsHitsWait) {
+  EXPECT_EQ(classify_trap("origin-limit", origin_limit_run({"a hit never waits"})), "hits-wait");
+}
+
+// In the check's format: a stage that stops answering fails the hit, the permits' lines and the
+// other origin alike; that is none of the three traps, and one that only answers nothing from
+// the start never got a cached object to hit.
+TEST(TrapHints, AStageThatStoppedAnsweringIsNoOriginLimitTrap) {
+  EXPECT_EQ(classify_trap("origin-limit",
+                          origin_limit_run({"a hit never waits", "a permit comes back",
+                                            "meanwhile another origin"})),
+            "");
+  EXPECT_EQ(classify_trap("origin-limit",
+                          origin_limit_run({"burst:", "the burst overlapped", "a cacheable object",
+                                            "a hit never waits", "a permit comes back",
+                                            "meanwhile another origin"})),
+            "");
+  // A burst never overlapped proves nothing either way.
+  EXPECT_EQ(classify_trap("origin-limit", origin_limit_run({"the burst overlapped"})), "");
+}
+
+TEST(TrapHints, OriginLimitHintsNameTheirTraps) {
+  EXPECT_EQ(trap_hint("origin-limit", origin_limit_run({"a hit never waits"}), nlohmann::json())
+                .rfind("LIKELY TRAP (hits-wait): hits wait for the origin's limit", 0),
+            0u);
+  EXPECT_NE(trap_hint("origin-limit", origin_limit_run({"a permit comes back"}), nlohmann::json())
+                .find("a permit is never given back (leaked on hang-up or failure)"),
+            std::string::npos);
+  EXPECT_NE(trap_hint("origin-limit", origin_limit_run({"at most --origin-limit"}),
+                      nlohmann::json())
+                .find("the limit is not honoured on every path (the poller's misses?)"),
+            std::string::npos);
 }
 
 // ---- the hint line -----------------------------------------------------------------------

@@ -1,0 +1,206 @@
+// Stage 4's concurrency limit toward each origin (stage4-tuned/origin_gates.h), judged where
+// it matters: at the origin, which counts the most requests it ever had in service at once
+// (harness::OriginServer::load_json), whatever the proxy's own /metrics say. Three ways to get
+// it wrong have a planted bug each (grader/mutants/): a path that sends misses past the limit
+// (poller-ignores-limit), a permit not given back when its request ends unanswered
+// (permit-leak), and hits that wait for the limit as misses do (hits-wait). Each fails its own
+// line below, and traps.cpp names the trap from which line failed.
+#include <cmath>
+#include <sstream>
+
+#include "check_support.h"
+#include "origin_server.h"
+
+namespace grader {
+
+using namespace std::chrono_literals;
+using testing_support::HttpResponse;
+
+namespace {
+
+constexpr auto kLive = 5s;     // what a request that must not wait may take, on a loaded machine
+constexpr auto kPermit = 10s;  // a permit given back lets the next request in within this
+
+int peak_in_service(harness::OriginServer& origin) {
+  return nlohmann::json::parse(origin.load_json())["peak_in_service"].get<int>();
+}
+
+/// Sample `family{origin="127.0.0.1:PORT"}` of the stage's /metrics, NaN when absent or the
+/// stage does not answer. Asked with keep-alive, which the poller answers itself.
+double origin_gauge(std::uint16_t port, const std::string& family, std::uint16_t origin_port) {
+  const std::string name = family + "{origin=\"127.0.0.1:" + std::to_string(origin_port) + "\"} ";
+  try {
+    const HttpResponse r =
+        testing_support::exchange(port, "GET /metrics HTTP/1.1\r\nHost: proxy\r\n\r\n", kLive);
+    std::istringstream lines(r.body);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind(name, 0) == 0) return std::stod(line.substr(name.size()));
+    }
+  } catch (const std::exception&) {
+    // No answer, or no number: the caller's wait goes on to its deadline.
+  }
+  return std::nan("");
+}
+
+/// The answer on `client` within `timeout`, judged against /bytes/N's body.
+bool answered_exactly(const proxy::Socket& client, std::size_t n, std::chrono::milliseconds timeout,
+                      std::string& seen) {
+  const std::optional<HttpResponse> r = testing_support::read_response(client, timeout);
+  if (!r) {
+    seen = "no complete response within " + std::to_string(timeout.count() / 1000) + " s";
+    return false;
+  }
+  seen = describe(*r);
+  return r->status == 200 && r->body == harness::deterministic_bytes(n);
+}
+
+// A burst of concurrent misses, each to its own URL, against --origin-limit `limit`: every one
+// is answered byte-exact, and the origin never has more than `limit` in service at once. The
+// burst goes after a warm-up that leaves the stage kept origin connections, so that the
+// poller's own miss path (a kept connection) carries part of it, not only the workers.
+void expect_limit_holds(Verdict& v, const StageInfo& stage, const CheckContext& ctx, int limit,
+                        int burst) {
+  harness::OriginServer origin;
+  const std::string base = "http://127.0.0.1:" + std::to_string(origin.port());
+  Launched proxy = launch(stage, "release", {"--origin-limit", std::to_string(limit)}, ctx,
+                          "origin-limit-burst");
+  const std::uint16_t port = proxy.process->port();
+  std::vector<proxy::Socket> clients;
+  for (int i = 0; i < limit; ++i) {
+    clients.push_back(testing_support::send_request(
+        port, testing_support::proxy_get(base + "/delay/20/bytes/300?warm=" + std::to_string(i))));
+  }
+  int warm = 0;
+  std::string seen;
+  for (const proxy::Socket& client : clients) warm += answered_exactly(client, 300, 30s, seen);
+  v.expect(warm == limit, "warm-up: " + std::to_string(limit) + " misses answered 200, byte-exact",
+           std::to_string(warm) + " of " + std::to_string(limit) + "; last: " + seen);
+  // The burst's peak, not the warm-up's.
+  [[maybe_unused]] const std::string before = origin.load_json(/*reset_peak=*/true);
+  clients.clear();
+  for (int i = 0; i < burst; ++i) {
+    clients.push_back(testing_support::send_request(
+        port, testing_support::proxy_get(base + "/delay/100/bytes/300?n=" + std::to_string(i))));
+  }
+  int exact = 0;
+  std::string first_bad;
+  for (const proxy::Socket& client : clients) {
+    if (answered_exactly(client, 300, 30s, seen)) {
+      ++exact;
+    } else if (first_bad.empty()) {
+      first_bad = "; first wrong: " + seen;
+    }
+  }
+  const int peak = peak_in_service(origin);
+  const std::string limit_text = std::to_string(limit);
+  v.note("  (the origin's most requests in service at once during the burst: " +
+         std::to_string(peak) + ")");
+  v.expect(exact == burst,
+           "burst: every one of " + std::to_string(burst) +
+               " concurrent misses (unique URLs, "
+               "/delay/100/bytes/300) is answered 200, byte-exact",
+           std::to_string(exact) + " of " + std::to_string(burst) + first_bad);
+  v.expect(peak <= limit,
+           "at most --origin-limit " + limit_text + " requests in service at the origin at once",
+           "the origin had " + std::to_string(peak) +
+               " in service at once: some path sends "
+               "misses without a permit of their origin");
+  v.expect(peak >= 2,
+           "the burst overlapped at the origin (2 or more in service at once), else the limit "
+           "was not put to the test",
+           "the origin's peak was " + std::to_string(peak));
+  expect_clean_stop(v, proxy);
+}
+
+// --origin-limit 1, its permit held by a /stall request: a cached object is still answered at
+// once (a hit needs no permit), a miss waits on the proxy rather than reaching the origin, and
+// once the /stall's client hangs up its permit comes back and the miss goes on. Then the same
+// hang-up twice more, each time followed by a miss that needs the permit back. Meanwhile
+// another origin is served throughout, so that a stage stuck as a whole is told apart from one
+// origin starved of its permit.
+void expect_permits_come_back(Verdict& v, const StageInfo& stage, const CheckContext& ctx) {
+  harness::OriginServer origin;
+  harness::OriginServer other;
+  const std::string base = "http://127.0.0.1:" + std::to_string(origin.port());
+  Launched proxy = launch(stage, "release", {"--origin-limit", "1", "--origin-timeout-ms", "60000"},
+                          ctx, "origin-limit-permits");
+  const std::uint16_t port = proxy.process->port();
+  std::string err;
+  auto stored = try_fetch(port, base + "/bytes/100?hit", err);
+  v.expect(stored && stored->status == 200 && stored->body == harness::deterministic_bytes(100),
+           "a cacheable object is fetched (it leaves a kept origin connection behind)",
+           stored ? describe(*stored) : err);
+  proxy::Socket holder =
+      testing_support::send_request(port, testing_support::proxy_get(base + "/stall"));
+  v.expect(
+      origin.wait_for_requests("/stall", 1, kPermit),
+      "the only permit (--origin-limit 1) is held by a /stall request the origin never answers");
+
+  // Connection: close, so that the poller cannot answer it itself and it goes the way a request
+  // to be admitted goes.
+  proxy::Socket hit = testing_support::send_request(
+      port, testing_support::proxy_get(base + "/bytes/100?hit", {"Connection: close"}));
+  const std::optional<HttpResponse> hit_answer = testing_support::read_response(hit, kLive);
+  v.expect(hit_answer && hit_answer->status == 200 && hit_answer->field("X-Cache") == "HIT" &&
+               hit_answer->body == harness::deterministic_bytes(100),
+           "a hit never waits for its origin's limit: the cached object is answered within 5 s "
+           "while the only permit is held",
+           hit_answer ? describe(*hit_answer) : "no answer within 5 s: it waited for the permit");
+  hit = proxy::Socket();  // a hit still waiting hangs up, as an impatient client does
+
+  proxy::Socket waiter =
+      testing_support::send_request(port, testing_support::proxy_get(base + "/bytes/7?miss"));
+  double waiting = std::nan("");
+  eventually(
+      [&] {
+        waiting = origin_gauge(port, "proxy_origin_waiting", origin.port());
+        return waiting >= 1 || origin.request_count("/bytes/7") > 0;
+      },
+      kLive);
+  v.expect(origin.request_count("/bytes/7") == 0,
+           "a miss past the limit stays off the origin while the only permit is held",
+           "the origin received it: the miss went past --origin-limit 1");
+  v.expect(waiting >= 1, "that miss is counted waiting in /metrics (proxy_origin_waiting)",
+           "proxy_origin_waiting{origin=...} read " + std::to_string(waiting));
+
+  holder = proxy::Socket();
+  std::string seen;
+  v.expect(answered_exactly(waiter, 7, kPermit, seen),
+           "a permit comes back when its request's client hangs up: the /stall's client goes "
+           "and the waiting miss is answered 200, byte-exact, within 10 s",
+           seen);
+  for (int round = 2; round <= 3; ++round) {
+    const std::string r = std::to_string(round);
+    proxy::Socket again =
+        testing_support::send_request(port, testing_support::proxy_get(base + "/stall?r=" + r));
+    const bool held =
+        origin.wait_for_requests("/stall", static_cast<std::uint64_t>(round), kPermit);
+    again = proxy::Socket();
+    auto next = held ? try_fetch(port, base + "/bytes/9?r=" + r, err, kPermit) : std::nullopt;
+    v.expect(held && next && next->status == 200 && next->body == harness::deterministic_bytes(9),
+             "a permit comes back when its request's client hangs up (round " + r +
+                 "): the "
+                 "next miss is answered within 10 s",
+             !held  ? "the /stall never reached the origin"
+             : next ? describe(*next)
+                    : err);
+  }
+  auto elsewhere =
+      try_fetch(port, "http://127.0.0.1:" + std::to_string(other.port()) + "/bytes/11", err, kLive);
+  v.expect(elsewhere && elsewhere->status == 200,
+           "meanwhile another origin is served within 5 s (the stage itself is not stuck)",
+           elsewhere ? describe(*elsewhere) : err);
+  expect_clean_stop(v, proxy);
+}
+
+}  // namespace
+
+RunOutcome check_origin_limit(const CheckSpec& spec, const StageInfo& stage,
+                              const CheckContext& ctx) {
+  Verdict v;
+  expect_limit_holds(v, stage, ctx, spec.params.value("limit", 4), spec.params.value("burst", 24));
+  expect_permits_come_back(v, stage, ctx);
+  return {v.passed(), v.text(), {}};
+}
+
+}  // namespace grader
