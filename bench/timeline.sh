@@ -62,12 +62,16 @@ for entry in "${servers[@]}"; do
     fi
     for _ in $(seq 1 "$seconds"); do
       TARGET="$target?t=$t" WORKLOAD=miss JSON="$OUT/second.json" wrk -t2 -c "$CONNS" -d 1s \
-        --timeout 5s -s "$LUA" "http://127.0.0.1:$PORT_proxy" > /dev/null 2>&1 || true
+        --timeout 5s -s "$LUA" "http://127.0.0.1:$PORT_proxy" > /dev/null 2>&1 &
+      local_wrk=$!
+      sleep 0.6  # the gauges mid-second, under load: after wrk, nothing is in flight
+      sampled="$(gauges)"
+      wait "$local_wrk" || true
       t=$((t + 1))
       line="$(awk '{ gsub(/[{}"]/, ""); n = split($0, kv, ",");
                      for (i = 1; i <= n; i++) { split(kv[i], p, ":"); v[p[1]] = p[2] } }
                    END { printf "%.0f\t%.1f\t%d", (v["requests"] - v["status"]) / v["duration_s"], v["p99"], v["status"] }' "$OUT/second.json")"
-      printf "%s\t%d\t%s\t%s\t%s\n" "$name" "$t" "$law" "$line" "$(gauges)" | tee -a "$OUT/timeline.tsv"
+      printf "%s\t%d\t%s\t%s\t%s\n" "$name" "$t" "$law" "$line" "$sampled" | tee -a "$OUT/timeline.tsv"
     done
   done
   stop proxy

@@ -30,10 +30,16 @@ void ConcurrencyLimit::on_sample(double started, double finished) {
     return;
   }
   if (probing_) return;  // sent at the old limit: it says nothing of the unloaded latency
-  // Sent before the limit last changed: it shows the old limit, not this one. Judging the new
-  // limit by it is how slow start overshot a collapsing origin fourfold (TCP, too, changes its
-  // window at most once a round trip).
-  if (started < changed_at_) return;
+  // Sent before the limit last changed: it shows the old limit, not this one. Growing the new
+  // limit on it is how slow start overshot a collapsing origin fourfold (TCP, too, changes its
+  // window at most once a round trip). It may still show that a limit that grew, or did not
+  // change, is too high: an origin that has just begun to collapse answers late, and waiting a
+  // round trip of it for fresh answers would leave it overloaded for seconds.
+  if (started < changed_at_) {
+    stale_sum_ += rtt;
+    ++stale_;
+    return;
+  }
   rtt_sum_ += rtt;
   ++samples_;
 }
@@ -55,6 +61,9 @@ void ConcurrencyLimit::update(double now, bool saturated) {
       probing_ = false;
       limit_ = limit_before_probe_;
       changed_at_ = now;
+      last_change_was_cut_ = false;
+      stale_sum_ = 0;
+      stale_ = 0;
       next_probe_ = now + options_.probe_every;
       window_start_ = now;
       rtt_sum_ = 0;
@@ -80,6 +89,20 @@ void ConcurrencyLimit::update(double now, bool saturated) {
   const std::size_t seen = samples_ + drops_;
   const bool enough = (length >= options_.window && seen >= options_.window_samples) ||
                       (length >= 10 * options_.window && seen > 0);
+  if (!enough && !last_change_was_cut_ && min_rtt_ > 0 && length >= options_.window &&
+      stale_ >= options_.window_samples) {
+    const double stale_rtt = stale_sum_ / static_cast<double>(stale_);
+    const double tolerated = std::max(options_.tolerance * min_rtt_, min_rtt_ + options_.slack);
+    if (stale_rtt > tolerated) {
+      last_rtt_ = stale_rtt;
+      cut(std::max(0.5, tolerated / stale_rtt));
+      limit_ = std::clamp(limit_, options_.min_limit, options_.max_limit);
+      changed_at_ = now;
+      last_change_was_cut_ = true;
+      end_window(now);
+      return;
+    }
+  }
   if (!enough) return;
   const double drop_share = static_cast<double>(drops_) /
                             static_cast<double>(std::max<std::size_t>(samples_ + drops_, 1));
@@ -111,7 +134,10 @@ void ConcurrencyLimit::update(double now, bool saturated) {
     cut(0.9);
   }
   limit_ = std::clamp(limit_, options_.min_limit, options_.max_limit);
-  if (limit_ != before) changed_at_ = now;
+  if (limit_ != before) {
+    changed_at_ = now;
+    last_change_was_cut_ = limit_ < before;
+  }
   end_window(now);
 }
 
@@ -142,6 +168,8 @@ void ConcurrencyLimit::end_window(double now) {
   rtt_sum_ = 0;
   samples_ = 0;
   drops_ = 0;
+  stale_sum_ = 0;
+  stale_ = 0;
 }
 
 }  // namespace proxy

@@ -83,6 +83,7 @@ class ConcurrencyLimit {
   double limit_;
   double ceiling_ = 0;  // the limit the last cut was made from (0: none): growth slows near it
   double changed_at_ = -1e300;  // when the limit last changed: older samples are not its
+  bool last_change_was_cut_ = false;  // then older samples may not cut it again
   double min_rtt_ = 0;
   double last_rtt_ = 0;
   // The window being gathered.
@@ -90,6 +91,8 @@ class ConcurrencyLimit {
   double rtt_sum_ = 0;
   std::size_t samples_ = 0;
   std::size_t drops_ = 0;
+  double stale_sum_ = 0;  // samples sent before the last change (see on_sample)
+  std::size_t stale_ = 0;
   // The minimum measured again.
   bool probing_ = false;
   double probe_start_ = 0;

@@ -186,6 +186,28 @@ TEST(ConcurrencyLimit, ALuckyLowWindowDoesNotBecomeTheMinimum) {
   EXPECT_GT(d.limit.limit(), after);  // ...and 20.7 ms is no queue
 }
 
+TEST(ConcurrencyLimit, GrowsOnlyOnAnswersSentAtItsLimitButIsCutOnLateOnes) {
+  Driver d;
+  d.window(0.020);  // min 20 ms; slow start doubles: 40
+  ASSERT_EQ(d.limit.limit(), 40u);
+  // Answers sent before that change, fast: not the new limit's, so no growth on them.
+  for (int i = 0; i < 50; ++i) d.limit.on_sample(d.now - 0.001, d.now + 0.019);
+  d.now += kWindow;
+  d.limit.update(d.now, true);
+  EXPECT_EQ(d.limit.limit(), 40u);
+  // The origin has begun to collapse: late answers, sent before the last change, cut the
+  // limit that grew at once, without a round trip of fresh ones...
+  for (int i = 0; i < 50; ++i) d.limit.on_sample(d.now - 0.5, d.now);
+  d.now += kWindow;
+  d.limit.update(d.now, true);
+  EXPECT_EQ(d.limit.limit(), 20u);
+  // ...but not the limit that was just cut: that one waits for answers sent under it.
+  for (int i = 0; i < 50; ++i) d.limit.on_sample(d.now - 0.5, d.now);
+  d.now += kWindow;
+  d.limit.update(d.now, true);
+  EXPECT_EQ(d.limit.limit(), 20u);
+}
+
 TEST(ConcurrencyLimit, SamplesSentBeforeAProbeDoNotCountForIt) {
   ConcurrencyLimitOptions options;
   options.probe_every = options.first_probe = 0.1;
