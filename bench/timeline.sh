@@ -22,15 +22,8 @@ OUT="${OUT:-results/timeline}"
 SERVERS="${SERVERS:-stage4 defaults=$BIN/stage4-tuned;stage3 --workers 32=$BIN/stage3-pool --workers 32;stage3 --workers 256=$BIN/stage3-pool --workers 256}"
 mkdir -p "$OUT"
 
-start() {  # start NAME CMD...: in the background until "listening on"; sets PORT_NAME, PID_NAME
-  local name="$1"; shift
-  : > "$OUT/$name.out"
-  "$@" > "$OUT/$name.out" 2> "$OUT/$name.err" &
-  local pid=$!
-  for _ in $(seq 1 300); do grep -q "listening on" "$OUT/$name.out" 2>/dev/null && break; sleep 0.1; done
-  eval "PORT_${name}=$(grep -m1 "listening on" "$OUT/$name.out" | sed 's/.*://') PID_${name}=$pid"
-}
-stop() { local pid="PID_$1"; kill -TERM "${!pid}" 2>/dev/null || true; wait "${!pid}" 2>/dev/null || true; }
+# start NAME CMD... and stop NAME (PORT_NAME, PID_NAME).
+source "$(dirname "$0")/servers.sh"
 
 # The stage 4 gauges for the origin, "-" where the server has none (stages 1-3).
 gauges() {

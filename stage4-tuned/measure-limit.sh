@@ -30,21 +30,8 @@ DELAY="${DELAY:-20}"
 ROUNDS="${ROUNDS:-1}"
 mkdir -p "$OUT"
 
-# start NAME CMD...: runs CMD in the background until its "listening on" line; sets PORT_NAME
-# and PID_NAME.
-start() {
-  local name="$1"; shift
-  : > "$OUT/$name.out"
-  "$@" > "$OUT/$name.out" 2> "$OUT/$name.err" &
-  local pid=$!
-  for _ in $(seq 1 300); do
-    grep -q "listening on" "$OUT/$name.out" 2>/dev/null && break
-    sleep 0.1
-  done
-  local port; port="$(grep -m1 "listening on" "$OUT/$name.out" | sed 's/.*://')"
-  eval "PORT_${name}=$port PID_${name}=$pid"
-}
-stop() { local pid="PID_$1"; kill -TERM "${!pid}" 2>/dev/null || true; wait "${!pid}" 2>/dev/null || true; }
+# start NAME CMD... and stop NAME (PORT_NAME, PID_NAME).
+source "$(dirname "$0")/../bench/servers.sh"
 
 # drained: waits (at most 30 s) until the origin has nothing in service. A proxy whose clients
 # left drops their requests, but the origin serves them to the end, as a real one would; a

@@ -25,23 +25,8 @@ PEERS="$(realpath "${PEERS:-bench/peers}")"
 OUT="${OUT:-/tmp/s4bench}"
 mkdir -p "$OUT"
 
-# start NAME CMD... : runs CMD in the background, waits for its "listening on" line, and sets
-# PORT_<NAME> and PID_<NAME>.
-start() {
-  local name="$1"; shift
-  # Emptied here, not by the child's redirection: until the child runs, the file would still
-  # hold the last instance's "listening on" line, and its port.
-  : > "$OUT/$name.out"
-  "$@" > "$OUT/$name.out" 2> "$OUT/$name.err" &
-  local pid=$!
-  for _ in $(seq 1 300); do
-    if grep -q "listening on" "$OUT/$name.out" 2>/dev/null; then break; fi
-    sleep 0.1
-  done
-  local port; port="$(grep -m1 "listening on" "$OUT/$name.out" | sed 's/.*://')"
-  eval "PORT_${name}=$port PID_${name}=$pid"
-}
-stop() { local pid="PID_$1"; kill -TERM "${!pid}" 2>/dev/null || true; wait "${!pid}" 2>/dev/null || true; }
+# start NAME CMD... and stop NAME (PORT_NAME, PID_NAME).
+source "$(dirname "$0")/../bench/servers.sh"
 # peak_rss PID: the largest peak RSS (VmHWM, KiB) of PID and its descendants: a peer runs under its
 # start script (bench/peers/), whose own ~3 MB would otherwise stand for the daemon's.
 peak_rss() {
