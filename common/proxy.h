@@ -158,10 +158,13 @@ class ClientConnection {
   /// Gives up the socket (e.g. to answer it with reply_overloaded); the connection is empty.
   [[nodiscard]] Socket release() noexcept { return std::move(socket_); }
   /// True when serve_hit_now looked up the request at the front of the buffered bytes and
-  /// found a stored response it did not send itself (a large body, one to revalidate, or a
-  /// connection that closes after it): serve_request answers it from the cache, so stage 4
-  /// lets it skip its origin's concurrency limit (a revalidation then goes out unlimited).
-  [[nodiscard]] bool found_stored() const noexcept { return looked_up_ && looked_up_->entry; }
+  /// found a fresh stored response that answers it, but did not send it itself (a large body,
+  /// or a connection that closes after it): serve_request answers it from the cache without
+  /// the origin, so stage 4 lets it skip its origin's concurrency limit. A stored response that
+  /// must be revalidated first (stale, or `no-cache`) is not one: that goes to the origin.
+  [[nodiscard]] bool found_stored() const noexcept {
+    return looked_up_ && looked_up_->entry && stored_serves_;
+  }
   /// The status of the last response a request on this connection got from serve_request,
   /// complete_miss_now or finish_miss: the origin's (relayed) or the proxy's own (a 502 or 504
   /// when the origin failed); 0 when none was sent. Stage 4 tells its origin limit of failures
@@ -196,6 +199,7 @@ class ClientConnection {
   std::optional<CacheLookup> looked_up_;
   std::uint64_t requests_ = 0;
   int last_status_ = 0;
+  bool stored_serves_ = false;  // serve_hit_now: looked_up_'s entry answers it without the origin
 };
 
 /// Serves one request on `connection`, as serve_connection describes, and returns true when

@@ -60,9 +60,11 @@ HitOutcome serve_hit_now(ClientConnection& connection, std::string& head, Cache&
   CacheLookup lookup{uri->cache_key(), nullptr};
   lookup.entry = cache.find(lookup.key);
   const UnixSeconds now = unix_now();
+  const bool serves =
+      lookup.entry && decide_use(*lookup.entry, request, rules, now) == StoredUse::serve;
   // A large body goes out from the worker, in two writes and without a copy (send_cached).
-  if (!persists || !lookup.entry || lookup.entry->body.size() > kOneWriteBytes ||
-      decide_use(*lookup.entry, request, rules, now) != StoredUse::serve) {
+  if (!persists || !serves || lookup.entry->body.size() > kOneWriteBytes) {
+    connection.stored_serves_ = serves;
     connection.looked_up_ = std::move(lookup);  // serve_request goes on from this lookup
     return HitOutcome::not_served;
   }

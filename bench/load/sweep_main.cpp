@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "downstream.h"
 #include "load_report.h"
 #include "load_runner.h"
 #include "socket.h"
@@ -332,6 +333,11 @@ bench::LoadPoint measure_point(const SweepOptions& o, const fs::path& stage_path
   point.origin_capacity = o.capacity;
   point.bound_rps =
       bench::littles_law_bound(bench::in_flight_limit(w <= 0 ? c : w, c, o.capacity), o.delay_ms);
+  if (o.overload == "thrash" && o.capacity > 0 && o.delay_ms > 0) {
+    // Past the capacity the origin's law, not Little's, bounds it: n / service time(n).
+    const int n = std::min(w <= 0 ? c : w, c);
+    point.bound_rps = n / (o.delay_ms / 1000.0 * harness::thrash_slowdown(o.capacity, n));
+  }
 
   const std::string size = w == 0 ? std::string("auto") : std::to_string(w);
   bench::ServerCommand stage{o.stage, {stage_path.string(), "--port", "0", "--workers", size}};

@@ -112,6 +112,12 @@ TEST_F(ServeHitNow, LooksUpAHitOnAClosingConnectionAndLeavesItToAWorker) {
   std::string head = get("http://o.test/nothing", "Connection: close\r\n");
   EXPECT_EQ(serve_hit_now(pair.server, head, *cache_, options_, stats_), HitOutcome::not_served);
   EXPECT_FALSE(pair.server.found_stored()) << "a miss is not a stored response";
+  // One the client wants revalidated goes to the origin: it must take its origin's limit.
+  Pair again = connected_pair();
+  std::string revalidate = get("http://o.test/a", "Cache-Control: no-cache\r\n");
+  EXPECT_EQ(serve_hit_now(again.server, revalidate, *cache_, options_, stats_),
+            HitOutcome::not_served);
+  EXPECT_FALSE(again.server.found_stored()) << "a revalidation is no hit";
 }
 
 // The proxy's own /metrics is answered here as well (stage 4's poller answers it while every
