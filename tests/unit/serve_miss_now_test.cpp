@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "cache_factory.h"
+#include "launcher.h"
 #include "loopback_pair.h"
 #include "origin_pool.h"
 #include "origin_server.h"
@@ -102,6 +103,11 @@ TEST_F(ServeMissNow, SendsAPlainMissOnAKeptConnectionAndRelaysItsWholeAnswer) {
 // answer then waits for the poller is not the origin's, and stage 4's limit must not read it as
 // the origin queueing.
 TEST_F(ServeMissNow, TimesTheOriginByTheKernelsReceiveStampNotByWhenItWasRead) {
+  // qemu-user (make cross-check) does not pass SO_TIMESTAMPNS stamps on; stage 4 then times a
+  // poller miss as a worker's, by the clock (docs/raspberry-pi.md). A Pi's own kernel does.
+  if (!harness::emulator_for("/proc/self/exe").empty()) {
+    GTEST_SKIP() << "under an emulator: no kernel receive stamps to read";
+  }
   keep_one();
   Pair pair = connected_pair();
   std::string head = get(url("/delay/50/bytes/10"));
