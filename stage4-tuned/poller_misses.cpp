@@ -4,8 +4,9 @@
 // wake-up when the answer comes, and the poller another when the connection comes back: most of
 // what a miss costs the proxy (stage4-tuned/README.md, "Which wake-ups cost"). Anything the
 // poller cannot finish without blocking goes to a worker, which goes on from where it is.
-// tuned_server.cpp calls in at four places: readable() starts a miss, run() routes its
-// origin's events here, close_idle() times it out; serve() goes on with one on a worker.
+// tuned_server.cpp calls in at five places: readable() starts a miss or abandons one whose
+// client hung up, run() routes its origin's events here, close_idle() and housekeeping() time
+// them out; serve() goes on with one on a worker.
 #include <sys/epoll.h>
 
 #include "log.h"
@@ -91,6 +92,44 @@ void TunedServer::stop_watching_origin(Idle& idle) {
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, origin, nullptr);
   origin_owner_[static_cast<std::size_t>(origin)] = -1;
   misses_waiting_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void TunedServer::abandon_miss(Idle& idle, int fd) {
+  Client& client = idle.client;
+  if (!client.permit) {  // no limit to honour: the origin request is dropped at once
+    stop_watching_origin(idle);
+    drop_miss(client.connection, std::move(client.miss), options_, server_.stats());
+    free_slot(fd);
+    return;
+  }
+  // The origin still counts it in service. Its connection stays in epoll (same registration);
+  // only its owner changes, from the client to orphans_.
+  const int origin = origin_fd(*client.miss);
+  origin_owner_[static_cast<std::size_t>(origin)] = -1;
+  misses_waiting_.fetch_sub(1, std::memory_order_relaxed);
+  log_line("client " + client.connection.peer() + " hung up before the origin answered; its " +
+           "answer will be read and dropped, nothing stored, and its origin's permit held until " +
+           "then");
+  orphans_.emplace(origin, Orphan{std::move(client.miss), std::move(client.permit),
+                                  client.origin_progress});
+  free_slot(fd);
+}
+
+void TunedServer::orphan_readable(int origin) {
+  auto it = orphans_.find(origin);
+  bool progressed = false;
+  const MissRead read = read_miss_now(*it->second.miss, progressed);
+  if (progressed) it->second.progress = Clock::now();
+  if (read == MissRead::waiting || read == MissRead::arriving) return;
+  // Answered (whole, or far enough that the origin is done with it): the permit goes back
+  // without a sample, as for any dropped request, and the connection closes, leaving epoll.
+  orphans_.erase(it);
+}
+
+void TunedServer::time_out_orphans(Clock::time_point now) {
+  std::erase_if(orphans_, [&](const auto& entry) {
+    return now - entry.second.progress >= options_.origin_timeout;
+  });
 }
 
 Millis TunedServer::origin_wait_left(const Client& client, Clock::time_point now) const {

@@ -170,6 +170,8 @@ void TunedServer::run() {
         accept_ready();
       } else if (fd == wake_fd_) {
         take_returned();
+      } else if (orphans_.contains(fd)) {
+        orphan_readable(fd);
       } else if (static_cast<std::size_t>(fd) < origin_owner_.size() &&
                  origin_owner_[static_cast<std::size_t>(fd)] >= 0) {
         origin_readable(fd);
@@ -198,6 +200,7 @@ void TunedServer::run() {
   idle_.clear();
   idle_count_.store(0);
   origin_queues_.clear();
+  orphans_.clear();  // their clients are gone: nothing to finish
   for (Job& job : pool_.close()) {
     reply_overloaded(job.client.connection.release(), server_.stats(), "shutting down",
                      "still queued for a worker");
@@ -223,6 +226,7 @@ void TunedServer::housekeeping(Clock::time_point now) {
   close_idle(now);
   if (origin_pool_) origin_pool_->close_idle();
   if (config_.origin_limit) {
+    time_out_orphans(now);
     gates_.tick(now);
     admit_waiting(now);  // a limit that grew lets waiters in; a standing queue sheds
   }
@@ -288,9 +292,7 @@ void TunedServer::readable(int fd) {
     // lowest free number at once. Only a hang-up this socket shows now counts; its own
     // registration has not fired, so it is still armed.
     if (!peer_hung_up(fd)) return;
-    stop_watching_origin(idle);
-    drop_miss(idle.client.connection, std::move(idle.client.miss), options_, server_.stats());
-    free_slot(fd);
+    abandon_miss(idle, fd);
     return;
   }
   // Waiting for its origin's limit: disarmed, and a late event of a previous owner of the

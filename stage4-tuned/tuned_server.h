@@ -188,6 +188,11 @@ class TunedServer {
   bool start_miss(Idle& idle, int fd);    // true: sent, and the connection waits on its origin
   void origin_readable(int origin_fd);    // its origin's answer, or part of it
   void stop_watching_origin(Idle& idle);  // before the miss leaves the poller
+  // The client of a poller miss hung up: the request is dropped, but while the origin is still
+  // serving it, it still counts against the origin's limit.
+  void abandon_miss(Idle& idle, int fd);
+  void orphan_readable(int origin_fd);    // an abandoned miss's origin answered (some of it)
+  void time_out_orphans(std::chrono::steady_clock::time_point now);
   void free_slot(int fd);                 // the connection is a worker's now, or closed
   // What is left of --origin-timeout-ms at `now` since the last byte of client.miss's origin.
   [[nodiscard]] Millis origin_wait_left(const Client& client,
@@ -237,6 +242,16 @@ class TunedServer {
   std::vector<std::unique_ptr<Idle>> idle_;  // indexed by fd; null where none
   std::unordered_map<const OriginGate*, OriginQueue> origin_queues_;
   std::vector<int> origin_owner_;  // indexed by an origin's fd: its miss's client fd, or -1
+  // A miss whose client hung up while its origin was still serving it, keyed by the origin
+  // connection's fd: its answer is read and thrown away, and its permit is given back only when
+  // the origin is done (or timed out). Giving it back at the hang-up would let one more request
+  // in while the origin still serves this one — past the limit, as counted at the origin.
+  struct Orphan {
+    PendingMiss miss;
+    OriginPermit permit;
+    std::chrono::steady_clock::time_point progress;  // the origin's last byte, or when sent
+  };
+  std::unordered_map<int, Orphan> orphans_;
   bool listening_paused_ = false;
   std::chrono::steady_clock::time_point resume_listening_;
   PoolSizer sizer_;

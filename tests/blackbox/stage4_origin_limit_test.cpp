@@ -80,12 +80,30 @@ TEST_P(TunedStage, AnswersAHitWhileItsOriginsLimitIsFull) {
   EXPECT_EQ(answer->status, 200);
   EXPECT_EQ(answer->field("X-Cache"), "HIT");
   EXPECT_EQ(origin_->request_count("/bytes/7"), 0u) << "the miss went past the limit";
-  // The permit comes back when the silent request's client hangs up: the miss goes on.
-  holder = proxy::Socket();
-  std::optional<HttpResponse> miss = read_response(waiter, kDeadline);
-  ASSERT_TRUE(miss.has_value());
-  EXPECT_EQ(miss->status, 200);
-  EXPECT_EQ(miss->body, harness::deterministic_bytes(7));
+}
+
+// A client that hangs up does not end its request at the origin, which goes on serving it: the
+// permit stays taken until the origin has answered, so the request waiting behind it reaches
+// the origin only then — never two in service at once under --origin-limit 1.
+TEST_P(TunedStage, AClientThatHangsUpKeepsItsPermitUntilTheOriginAnswers) {
+  start_stage({"--origin-limit", "1", "--origin-timeout-ms", "60000"});
+  // A kept origin connection, so the next miss is the poller's (poller_misses.cpp).
+  ASSERT_EQ(fetch(proxy_port(), origin_url("/bytes/10?warm")).status, 200);
+  ASSERT_TRUE(wait_for_metric("proxy_origin_connections_idle", 1));
+  {
+    proxy::Socket holder =
+        send_request(proxy_port(), proxy_get(origin_url("/delay/1500/bytes/10?held")));
+    ASSERT_TRUE(origin_->wait_for_requests("/delay/", 1, kDeadline));
+    ASSERT_TRUE(wait_for_metric("proxy_poller_misses_waiting", 1));
+  }  // hangs up while the origin serves it
+  proxy::Socket waiter = send_request(proxy_port(), proxy_get(origin_url("/bytes/7?after")));
+  std::optional<HttpResponse> answer = read_response(waiter, kDeadline);
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->status, 200);
+  EXPECT_EQ(answer->body, harness::deterministic_bytes(7));
+  EXPECT_EQ(peak_in_service(*origin_), 1)
+      << "a hang-up gave its permit back while the origin still served its request";
+  EXPECT_THAT(stage_log(), testing::HasSubstr("its origin's permit held until then"));
 }
 
 // Each origin has its own limit: one full of silent requests, with more waiting for it, takes
@@ -115,7 +133,7 @@ TEST_P(TunedStage, ASlowOriginsFullLimitDoesNotStarveAFastOrigin) {
 // origin's newcomers with 503 — by queueing delay, not by length — and stops once it drains.
 TEST_P(TunedStage, ShedsAnOriginsStandingQueueAndStopsOnceItDrains) {
   start_stage({"--origin-limit", "1", "--origin-queue-ms", "50", "--shed-interval-ms", "100",
-               "--origin-timeout-ms", "60000"});
+               "--origin-timeout-ms", "3000"});
   proxy::Socket holder = send_request(proxy_port(), proxy_get(origin_url("/stall")));
   ASSERT_TRUE(origin_->wait_for_requests("/stall", 1, kDeadline));
   proxy::Socket waiter = send_request(proxy_port(), proxy_get(origin_url("/bytes/5?w")));
@@ -130,8 +148,9 @@ TEST_P(TunedStage, ShedsAnOriginsStandingQueueAndStopsOnceItDrains) {
   EXPECT_EQ(shed->status, 503);
   EXPECT_EQ(shed->field("Retry-After"), "1");
   EXPECT_EQ(origin_->request_count("/bytes/6"), 0u);
-  // The silent request ends: the waiter, late while the queue stood, is shed too, and the
-  // drained queue stops shedding.
+  // The silent request ends when its client hangs up and the origin timeout passes (its origin
+  // might still be serving it until then): the waiter, late while the queue stood, is shed too,
+  // and the drained queue stops shedding.
   holder = proxy::Socket();
   std::optional<HttpResponse> late = read_response(waiter, kDeadline);
   ASSERT_TRUE(late.has_value());

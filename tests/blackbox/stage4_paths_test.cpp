@@ -456,8 +456,9 @@ TEST_P(TunedStage, AnswersAPipelinedPairOfPollerMissesInOrder) {
   EXPECT_EQ(metrics()["proxy_poller_misses_total"], 2);
 }
 
-// A client that hangs up while the poller waits on its origin: the request is dropped at once
-// and said so, and its origin connection is not kept (its answer would come late on it).
+// A client that hangs up while the poller waits on its origin: nothing waits on its behalf any
+// more (its answer is thrown away when it comes, nothing stored), it is said so, and its origin
+// connection is not kept.
 TEST_P(TunedStage, DropsAPollerMissWhoseClientHangsUp) {
   start_stage({"--workers", "1", "--origin-timeout-ms", "60000"});
   keep_an_origin_connection(*this);
@@ -470,7 +471,7 @@ TEST_P(TunedStage, DropsAPollerMissWhoseClientHangsUp) {
                             [](const Exposition&) {}, kLive))
       << "the poller still waits on the origin for a client that is gone";
   EXPECT_EQ(metrics()["proxy_origin_connections_idle"], 0);
-  EXPECT_THAT(stage_log(), HasSubstr("client hung up before the origin answered"));
+  EXPECT_THAT(stage_log(), HasSubstr("hung up before the origin answered"));
 }
 
 // No byte from the origin for --origin-timeout-ms: 504, as a worker's own wait ends.
