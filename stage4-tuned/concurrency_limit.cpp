@@ -6,10 +6,13 @@
 namespace proxy {
 namespace {
 
-// The probe's limit: low enough that nothing waits downstream on any origin the course models
-// (a quarter of the limit, at most 8), so its latency is the unloaded one.
+// The probe's limit: half the limit. The limit stops where latency passes the tolerance, which
+// every downstream the course models reaches before twice its peak (harness/downstream.h), so at
+// half of it nothing waits downstream and the latency is the unloaded one. Lower would hold
+// more requests back: at a limit of 640 on an unlimited origin, a probe at 8 held 392 clients
+// back for two round trips, and doubled p99 (stage4-tuned/README.md, step 13).
 double probe_limit(double limit, double min_limit) {
-  return std::max(min_limit, std::min(8.0, limit / 4));
+  return std::max(min_limit, limit / 2);
 }
 
 }  // namespace
@@ -27,6 +30,10 @@ void ConcurrencyLimit::on_sample(double started, double finished) {
   if (probing_ && started >= probe_start_) {
     probe_sum_ += rtt;
     ++probe_count_;
+    // Done at its last sample, not at the next tick: every request held back by the probe
+    // waits until the limit comes back (the release that brought this sample wakes the poller
+    // to admit them, origin_gates.cpp).
+    if (probe_count_ >= options_.probe_samples) end_probe(finished);
     return;
   }
   if (probing_) return;  // sent at the old limit: it says nothing of the unloaded latency
@@ -55,21 +62,9 @@ void ConcurrencyLimit::update(double now, bool saturated) {
     return;
   }
   if (probing_) {
-    // Ends with enough samples, or after a second without them (a load that went away).
-    if (probe_count_ >= options_.probe_samples || now - probe_start_ > 1.0) {
-      if (probe_count_ > 0) min_rtt_ = probe_sum_ / static_cast<double>(probe_count_);
-      probing_ = false;
-      limit_ = limit_before_probe_;
-      changed_at_ = now;
-      last_change_was_cut_ = false;
-      stale_sum_ = 0;
-      stale_ = 0;
-      next_probe_ = now + options_.probe_every;
-      window_start_ = now;
-      rtt_sum_ = 0;
-      samples_ = 0;
-      drops_ = 0;
-    }
+    // Ends at its last sample (on_sample), or after a second without enough of them (a load
+    // that went away).
+    if (now - probe_start_ > 1.0) end_probe(now);
     return;
   }
   // Re-measured only under load: an idle origin's windows show its unloaded latency anyway.
@@ -127,7 +122,7 @@ void ConcurrencyLimit::update(double now, bool saturated) {
       // HyStart (Ha and Rhee, 2008): slow start ends at the first sign of latency rising, not
       // at the first loss. Doubling on answers sent at half the limit overshoots a collapsing
       // origin fourfold before the first cut would show it.
-      if (ceiling_ == 0 && rtt > (1 + (options_.tolerance - 1) / 2) * min_rtt_) ceiling_ = limit_;
+      if (rtt > (1 + (options_.tolerance - 1) / 2) * min_rtt_) slow_start_ = false;
       grow();
     }
   } else if (drop_share > 0.05) {
@@ -145,22 +140,40 @@ void ConcurrencyLimit::update(double now, bool saturated) {
 // one is the noise of a limit at its peak, and leaves the mark where it was.
 void ConcurrencyLimit::cut(double factor) {
   if (factor <= 0.9) ceiling_ = limit_;
+  slow_start_ = false;
   limit_ *= factor;
 }
 
-// As TCP grows its window: doubling until the first cut (slow start: 400 clients are let in
-// within a quarter of a second), then by about its square root (Gradient2's queue allowance),
-// and one at a time near the limit of the last cut — the peak, most likely — where a step past
-// the peak of a collapsing origin costs more than a step short of it. A load that has grown
-// well past the last cut (the origin got faster) forgets it, and doubles again.
+// As TCP grows its window: doubling until the first cut or the first sign of latency rising
+// (slow start: 400 clients are let in within a quarter of a second), then by about its square
+// root (Gradient2's queue allowance), and one at a time within a tenth of the limit of the last
+// cut — the peak, most likely — where a step past the peak of a collapsing origin costs more
+// than a step short of it. Past that band with latency still tolerated, the peak has moved (the
+// origin got faster, or the cut was the noise of a busy proxy): square-root steps again, as
+// CUBIC speeds up once past its old maximum, and well past it the mark is forgotten and the
+// limit doubles.
 void ConcurrencyLimit::grow() {
-  if (ceiling_ > 0 && limit_ > 1.5 * ceiling_) ceiling_ = 0;
-  if (ceiling_ == 0) {
+  if (ceiling_ > 0 && limit_ > 1.5 * ceiling_) {
+    ceiling_ = 0;
+    slow_start_ = true;
+  }
+  if (slow_start_) {
     limit_ *= 2;
     return;
   }
   const double step = std::max(1.0, std::sqrt(limit_));
-  limit_ += limit_ + step > 0.9 * ceiling_ ? 1.0 : step;
+  const bool near_peak = ceiling_ > 0 && limit_ + step > 0.9 * ceiling_ && limit_ < 1.1 * ceiling_;
+  limit_ += near_peak ? 1.0 : step;
+}
+
+void ConcurrencyLimit::end_probe(double now) {
+  if (probe_count_ > 0) min_rtt_ = probe_sum_ / static_cast<double>(probe_count_);
+  probing_ = false;
+  limit_ = limit_before_probe_;
+  changed_at_ = now;
+  last_change_was_cut_ = false;
+  next_probe_ = now + options_.probe_every;
+  end_window(now);
 }
 
 void ConcurrencyLimit::end_window(double now) {

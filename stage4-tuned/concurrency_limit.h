@@ -34,10 +34,10 @@ struct ConcurrencyLimitOptions {
   /// ...with this many samples (or 10 windows with one): with 40, the 1 answer in 20 that a
   /// thrashing origin makes 4x slower moves a window's mean by less than the tolerance.
   std::size_t window_samples = 40;
-  /// How often the minimum is measured (each probe holds every request past 8 back for a few
-  /// round trips: at 10 s, p99 showed it): the limit drops to a quarter (at most 8) until
-  /// probe_samples requests that started at it have finished, their mean latency becomes the
-  /// minimum, and the limit comes back. The first window gives a first minimum, and a probe
+  /// How often the minimum is measured (each probe holds requests back for a round trip or
+  /// two: at 10 s, p99 showed it): the limit drops to half until probe_samples requests that
+  /// started at it have finished, their mean latency becomes the minimum, and the limit comes
+  /// back. The first window gives a first minimum, and a probe
   /// follows within a second. Only probes set it: a minimum taken from ordinary windows could
   /// only fall (one lucky window would make every later one read as queueing), and one taken on
   /// a faster origin would never rise again.
@@ -76,12 +76,14 @@ class ConcurrencyLimit {
 
  private:
   void end_window(double now);
+  void end_probe(double now);
   void cut(double factor);
   void grow();
 
   ConcurrencyLimitOptions options_;
   double limit_;
   double ceiling_ = 0;  // the limit the last cut was made from (0: none): growth slows near it
+  bool slow_start_ = true;  // doubling, until the first cut or the first rise in latency
   double changed_at_ = -1e300;  // when the limit last changed: older samples are not its
   bool last_change_was_cut_ = false;  // then older samples may not cut it again
   double min_rtt_ = 0;

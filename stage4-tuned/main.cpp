@@ -108,7 +108,7 @@ void add_tuned_options(CLI::App& app, proxy::TunedConfig& config, std::string& w
   app.add_option("--origin-limit", origin_limit,
                  "Requests in flight to one origin at once: 'auto' finds each origin's peak "
                  "from its latency — the limit grows while latency stays near the unloaded latency "
-                 "(re-measured every 30 s at a low limit) and falls in proportion as it rises, "
+                 "(re-measured every 30 s at half the limit) and falls in proportion as it rises, "
                  "as Netflix's Gradient2 and Envoy's adaptive concurrency do; a number fixes it; "
                  "'off' sends every miss at once. Sizing by Little's law alone (L = λ·W) "
                  "overshoots a downstream that collapses when oversubscribed: W grows as it "

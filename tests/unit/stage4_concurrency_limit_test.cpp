@@ -154,16 +154,34 @@ TEST(ConcurrencyLimit, MeasuresItsMinimumAgainAtALowLimitAndComesBack) {
   // cuts, until the probe re-measures the minimum.
   for (int i = 0; i < 30 && !d.limit.probing(); ++i) d.window(0.040);
   ASSERT_TRUE(d.limit.probing()) << "no probe within its period";
-  EXPECT_LE(d.limit.limit(), 8u);
-  // Requests started at the probe's limit: 40 ms.
-  for (int i = 0; i < 10; ++i) d.limit.on_sample(d.now + 0.001, d.now + 0.041);
-  d.now += 0.05;
-  d.limit.update(d.now, true);
+  // Requests started at the probe's limit: 40 ms. The probe ends at the last of them, not at
+  // the next tick: the requests it held back go on at once.
+  for (int i = 0; i < 9; ++i) d.limit.on_sample(d.now + 0.001, d.now + 0.041);
+  EXPECT_TRUE(d.limit.probing());
+  d.limit.on_sample(d.now + 0.001, d.now + 0.041);
   EXPECT_FALSE(d.limit.probing());
   EXPECT_NEAR(d.limit.min_rtt(), 0.040, 1e-9);
+  d.now += 0.05;
+  d.limit.update(d.now, true);
   const std::size_t after = d.limit.limit();
   for (int i = 0; i < 10; ++i) d.window(0.040);
   EXPECT_GT(d.limit.limit(), after) << "40 ms is the new minimum: no longer queueing";
+}
+
+// A probe holds the limit at half, where nothing waits downstream on an origin that peaks
+// below twice it, and never below the minimum limit.
+TEST(ConcurrencyLimit, ProbesAtHalfItsLimit) {
+  ConcurrencyLimitOptions options;
+  options.probe_every = options.first_probe = 1.0;
+  Driver d(options);
+  for (int i = 0; i < 4; ++i) d.window(0.020);  // slow start: 320
+  const std::size_t before = d.limit.limit();
+  for (int i = 0; i < 30 && !d.limit.probing(); ++i) d.window(0.020, true, 0);
+  ASSERT_TRUE(d.limit.probing()) << "no probe within its period";
+  EXPECT_EQ(d.limit.limit(), before / 2);
+  for (int i = 0; i < 10; ++i) d.limit.on_sample(d.now + 0.001, d.now + 0.021);
+  EXPECT_FALSE(d.limit.probing());
+  EXPECT_EQ(d.limit.limit(), before) << "the limit did not come back after the probe";
 }
 
 TEST(ConcurrencyLimit, ALuckyLowWindowDoesNotBecomeTheMinimum) {
