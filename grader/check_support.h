@@ -110,7 +110,7 @@ RunOutcome check_cut_off(const CheckSpec& spec, const StageInfo& stage, const Ch
 /// then answered (checks_escapes.cpp).
 RunOutcome check_queue_bound(const CheckSpec& spec, const StageInfo& stage, const CheckContext& ctx);
 /// Stage 4: --origin-limit N holds at the origin under a burst of misses, a hit never waits for
-/// the limit, and a permit comes back when its request's client hangs up
+/// the limit, and a permit comes back when its request ends (not at its client's hang-up)
 /// (checks_origin_limit.cpp).
 RunOutcome check_origin_limit(const CheckSpec& spec, const StageInfo& stage, const CheckContext& ctx);
 

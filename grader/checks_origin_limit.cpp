@@ -3,7 +3,8 @@
 // (harness::OriginServer::load_json), whatever the proxy's own /metrics say. Three ways to get
 // it wrong have a planted bug each (grader/mutants/): a path that sends misses past the limit
 // (poller-ignores-limit), a permit not given back when its request ends unanswered
-// (permit-leak), and hits that wait for the limit as misses do (hits-wait). Each fails its own
+// (permit-leak), one given back when its client hangs up while the origin still serves the
+// request (permit-freed-on-hang-up), and hits that wait for the limit as misses do (hits-wait). Each fails its own
 // line below, and traps.cpp names the trap from which line failed.
 #include <cmath>
 #include <sstream>
@@ -113,11 +114,12 @@ void expect_limit_holds(Verdict& v, const StageInfo& stage, const CheckContext& 
 }
 
 // --origin-limit 1, its permit held by a /stall request: a cached object is still answered at
-// once (a hit needs no permit), a miss waits on the proxy rather than reaching the origin, and
-// once the /stall's client hangs up its permit comes back and the miss goes on. Then the same
-// hang-up twice more, each time followed by a miss that needs the permit back. Meanwhile
-// another origin is served throughout, so that a stage stuck as a whole is told apart from one
-// origin starved of its permit.
+// once (a hit needs no permit), a miss waits on the proxy rather than reaching the origin, the
+// /stall's client hangs up and still the miss waits (the origin is still serving the /stall),
+// and once the origin ends the /stall the permit comes back and the miss goes on. Then the same
+// twice more, each time followed by a miss that needs the permit back. Meanwhile another origin
+// is served throughout, so that a stage stuck as a whole is told apart from one origin starved
+// of its permit.
 void expect_permits_come_back(Verdict& v, const StageInfo& stage, const CheckContext& ctx) {
   harness::OriginServer origin;
   harness::OriginServer other;
@@ -164,10 +166,21 @@ void expect_permits_come_back(Verdict& v, const StageInfo& stage, const CheckCon
            "proxy_origin_waiting{origin=...} read " + std::to_string(waiting));
 
   holder = proxy::Socket();
+  // A second is long enough for a stage that gives the permit back at the hang-up to send the
+  // waiting miss on (a poller notices a hang-up within one wake-up).
+  const bool let_in = eventually([&] { return origin.request_count("/bytes/7") > 0; },
+                                 std::chrono::seconds(1));
+  v.expect(!let_in,
+           "a client's hang-up does not give the permit back while the origin still serves its "
+           "request: the waiting miss stays off the origin for 1 s after the /stall's client "
+           "goes",
+           "the origin received the waiting miss while it still served the /stall: two requests "
+           "in service under --origin-limit 1");
+  origin.end_stalled();
   std::string seen;
   v.expect(answered_exactly(waiter, 7, kPermit, seen),
-           "a permit comes back when its request's client hangs up: the /stall's client goes "
-           "and the waiting miss is answered 200, byte-exact, within 10 s",
+           "a permit comes back when its request ends: the origin ends the /stall and the "
+           "waiting miss is answered 200, byte-exact, within 10 s",
            seen);
   for (int round = 2; round <= 3; ++round) {
     const std::string r = std::to_string(round);
@@ -176,11 +189,11 @@ void expect_permits_come_back(Verdict& v, const StageInfo& stage, const CheckCon
     const bool held =
         origin.wait_for_requests("/stall", static_cast<std::uint64_t>(round), kPermit);
     again = proxy::Socket();
+    origin.end_stalled();
     auto next = held ? try_fetch(port, base + "/bytes/9?r=" + r, err, kPermit) : std::nullopt;
     v.expect(held && next && next->status == 200 && next->body == harness::deterministic_bytes(9),
-             "a permit comes back when its request's client hangs up (round " + r +
-                 "): the "
-                 "next miss is answered within 10 s",
+             "a permit comes back when its client hangs up and its origin ends it (round " + r +
+                 "): the next miss is answered within 10 s",
              !held  ? "the /stall never reached the origin"
              : next ? describe(*next)
                     : err);

@@ -52,6 +52,11 @@ const std::map<std::string, std::string>& default_hints() {
        "without its answer, its origin's next requests waited for a permit nobody held. Every "
        "way a request ends (answered, failed, dropped when its client hangs up) must give its "
        "permit back."},
+      {"permit-freed-on-hang-up",
+       "a permit was given back when its client hung up, while the origin still served the "
+       "request: the next request went in, and the origin had more in service than the limit. "
+       "A client's hang-up does not end the request at the origin; keep its permit until the "
+       "origin has answered (read the answer and throw it away) or timed out."},
       {"hits-wait",
        "hits wait for the origin's limit: a cached object waited for a permit while the origin's "
        "limit was full. A hit sends nothing to the origin, so it needs no permit; answer it "
@@ -292,6 +297,10 @@ std::string origin_limit_trap(const std::string& output) {
       has("[FAIL] a miss past the limit stays off the origin")) {
     return "origin-limit-bypassed";
   }
+  // The waiting miss reached the origin while the hung-up /stall was still in service there.
+  if (has("[FAIL] a client's hang-up does not give the permit back")) {
+    return "permit-freed-on-hang-up";
+  }
   // One origin starved after a hang-up while another is served: its permit is gone.
   if (has("[FAIL] a permit comes back") && has("[pass] meanwhile another origin is served") &&
       has("[pass] a cacheable object is fetched")) {
@@ -299,7 +308,7 @@ std::string origin_limit_trap(const std::string& output) {
   }
   // The hit waited, yet the miss behind the same full limit went on once the permit came back.
   if (has("[FAIL] a hit never waits") && has("[pass] a cacheable object is fetched") &&
-      has("[pass] a permit comes back when its request's client hangs up: the /stall")) {
+      has("[pass] a permit comes back when its request ends: the origin ends the /stall")) {
     return "hits-wait";
   }
   return "";

@@ -542,10 +542,12 @@ std::string origin_limit_run(const std::vector<std::string>& failed) {
       "the only permit is held",
       "a miss past the limit stays off the origin while the only permit is held",
       "that miss is counted waiting in /metrics (proxy_origin_waiting)",
-      "a permit comes back when its request's client hangs up: the /stall's client goes and the "
-      "waiting miss is answered 200, byte-exact, within 10 s",
-      "a permit comes back when its request's client hangs up (round 2): the next miss is "
-      "answered within 10 s",
+      "a client's hang-up does not give the permit back while the origin still serves its "
+      "request: the waiting miss stays off the origin for 1 s after the /stall's client goes",
+      "a permit comes back when its request ends: the origin ends the /stall and the waiting "
+      "miss is answered 200, byte-exact, within 10 s",
+      "a permit comes back when its client hangs up and its origin ends it (round 2): the next "
+      "miss is answered within 10 s",
       "meanwhile another origin is served within 5 s (the stage itself is not stuck)",
   };
   std::string out;
@@ -572,11 +574,19 @@ TEST(TrapHints, MoreAtTheOriginThanTheLimitIsTheLimitBypassed) {
             "origin-limit-bypassed");
 }
 
-// permit-leak.patch: after the /stall's client hung up its origin served nothing more, while
-// another origin was served.
+// permit-leak.patch: after the /stall ended its origin served nothing more, while another
+// origin was served.
 TEST(TrapHints, AnOriginStarvedAfterAHangUpIsAPermitLeak) {
   EXPECT_EQ(classify_trap("origin-limit", origin_limit_run({"a permit comes back"})),
             "permit-leak");
+}
+
+// permit-freed-on-hang-up.patch: the waiting miss reached the origin the moment the /stall's
+// client hung up, while the origin still served the /stall.
+TEST(TrapHints, AMissLetInAtAHangUpIsAPermitFreedOnHangUp) {
+  EXPECT_EQ(classify_trap("origin-limit",
+                          origin_limit_run({"a client's hang-up does not give the permit back"})),
+            "permit-freed-on-hang-up");
 }
 
 // hits-wait.patch: the hit waited 5 s, and the miss behind the same permit went on once it came

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -27,6 +28,7 @@
 #include <stdexcept>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "body_reader.h"
 #include "http_message.h"
@@ -142,6 +144,11 @@ class OriginServer::Loop {
   void grant(std::uint64_t connection_id);
   /// Interrupts epoll_wait. Thread-safe.
   void wake() noexcept;
+  /// Asks the loop to close its stalled connections at its next wake-up. Thread-safe.
+  void end_stalled() noexcept {
+    end_stalled_.store(true);
+    wake();
+  }
 
  private:
   enum class Phase { head, body, queued, delayed, writing, stalled, lingering, dropped };
@@ -225,6 +232,7 @@ class OriginServer::Loop {
   bool listener_armed_ = false;
   bool told_accept_error_ = false;
   std::unordered_map<std::uint64_t, std::unique_ptr<Connection>> connections_;
+  std::atomic<bool> end_stalled_{false};  // set by end_stalled(), from any thread
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
   std::uint64_t next_id_ = kFirstConnectionId;
   std::string read_buffer_ = std::string(kReadPiece, '\0');
@@ -350,6 +358,13 @@ void OriginServer::Loop::run(const std::stop_token& token) {
         std::uint64_t count = 0;
         [[maybe_unused]] auto got = ::read(wake_.fd(), &count, sizeof count);
         on_grants();
+        if (end_stalled_.exchange(false)) {
+          std::vector<std::uint64_t> stalled;
+          for (const auto& [cid, c] : connections_) {
+            if (c->phase == Phase::stalled) stalled.push_back(cid);
+          }
+          for (std::uint64_t cid : stalled) close_connection(cid);
+        }
       } else {
         on_connection_event(id, events[i].events);
       }
@@ -925,6 +940,11 @@ OriginServer::OriginServer(OriginOptions options) : options_(std::move(options))
   for (auto& loop : loops_) {
     threads_.emplace_back([&loop = *loop](const std::stop_token& token) { loop.run(token); });
   }
+}
+
+void OriginServer::end_stalled() {
+  std::lock_guard lock(stop_mutex_);  // stop() clears loops_
+  for (auto& loop : loops_) loop->end_stalled();
 }
 
 std::string OriginServer::load_json(bool reset_peak) {

@@ -116,6 +116,11 @@ class OriginServer {
   /// "peak_in_service","waiting"}; `reset_peak` starts the peak again from the number in
   /// service now. Lets a test count what a proxy had in flight at once. Thread-safe.
   [[nodiscard]] std::string load_json(bool reset_peak = false);
+  /// Closes every connection whose request /stall holds, as an origin that gives up on its
+  /// requests would (their places in service come back). Lets a test end a stalled request
+  /// without the client's hang-up, which a proxy need not pass on. Returns at once; the loops
+  /// close them soon after (within a loop's wake-up). Thread-safe.
+  void end_stalled();
   /// Connections accepted so far: beside request_count(""), it shows whether a client (a
   /// proxy's origin pool) sends several requests per connection. Thread-safe.
   [[nodiscard]] std::uint64_t connections_accepted() const noexcept {
