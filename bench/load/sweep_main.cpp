@@ -103,8 +103,10 @@ std::string plot_settings(const SweepOptions& o, const fs::path& csv) {
      << "set samples 400\n";
   // The thrash law (harness/downstream.h, thrash_slowdown): n in service take delay x
   // max(1, (n/K)^2), and 1 in 20 of them 4x that from n = K on, fewer below.
-  gp << "slow(n) = 0.05 * (n < capacity ? (n / capacity)**4 : 1)\n"
-     << "crowd(n) = n > capacity ? (n / capacity)**2 : 1\n"
+  // 1.0 *: gnuplot divides integers as integers, and n is the whole connection count once
+  // the workers pass it.
+  gp << "slow(n) = 0.05 * (n < capacity ? (1.0 * n / capacity)**4 : 1)\n"
+     << "crowd(n) = n > capacity ? (1.0 * n / capacity)**2 : 1\n"
      << "law(w, c) = delay_s > 0 && capacity > 0 ? lim(w, c) / (delay_s * crowd(lim(w, c)) * (1 + "
         "3 * slow(lim(w, c)))) : 1/0\n";
   auto ws = bench::parse_int_list(o.workers);
