@@ -113,5 +113,9 @@ RunOutcome check_queue_bound(const CheckSpec& spec, const StageInfo& stage, cons
 /// the limit, and a permit comes back when its request's client hangs up
 /// (checks_origin_limit.cpp).
 RunOutcome check_origin_limit(const CheckSpec& spec, const StageInfo& stage, const CheckContext& ctx);
+/// Stage 4: load shedding by queueing delay (CoDel). Behind one busy worker a long but young
+/// queue is not shed, a standing queue refuses a newcomer at once with 503, and a drained queue
+/// stops refusing (checks_shedding.cpp).
+RunOutcome check_shedding(const CheckSpec& spec, const StageInfo& stage, const CheckContext& ctx);
 
 }  // namespace grader
