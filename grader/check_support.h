@@ -117,5 +117,8 @@ RunOutcome check_origin_limit(const CheckSpec& spec, const StageInfo& stage, con
 /// queue is not shed, a standing queue refuses a newcomer at once with 503, and a drained queue
 /// stops refusing (checks_shedding.cpp).
 RunOutcome check_shedding(const CheckSpec& spec, const StageInfo& stage, const CheckContext& ctx);
+/// Stage 4: a POST reaches the origin at most once when the origin drops the kept connection it
+/// could have taken, and is answered (checks_post_once.cpp).
+RunOutcome check_post_once(const CheckSpec& spec, const StageInfo& stage, const CheckContext& ctx);
 
 }  // namespace grader

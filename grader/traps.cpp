@@ -68,6 +68,11 @@ const std::map<std::string, std::string>& default_hints() {
        "remembered (a flag set once, never cleared) instead of read afresh. The queue stops "
        "standing as soon as its delay falls below the target; submit must follow the "
        "shedder's verdict now, each time."},
+      {"post-resent",
+       "a POST reached the origin twice: a request that is not idempotent was resent on a new "
+       "connection after a kept one closed unanswered. Only idempotent methods (RFC 9110 "
+       "§9.2.2) may be retried; a POST never goes out on a kept connection the origin may be "
+       "closing, and is never sent again."},
       {"hits-wait",
        "hits wait for the origin's limit: a cached object waited for a permit while the origin's "
        "limit was full. A hit sends nothing to the origin, so it needs no permit; answer it "
@@ -400,6 +405,9 @@ std::string classify_trap(const std::string& check, const std::string& output) {
   if (check == "shutdown") return shutdown_trap(output);
   if (check == "origin-limit") return origin_limit_trap(output);
   if (check == "shedding") return shedding_trap(output);
+  if (check == "post-once" && has("[FAIL] a POST reaches the origin at most once")) {
+    return "post-resent";
+  }
   if (check == "queue-bound" && has("[FAIL] past a full queue a stage that sheds load")) {
     return "never-sheds";
   }

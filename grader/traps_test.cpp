@@ -693,6 +693,24 @@ TEST(TrapHints, AStageThatStoppedAnsweringIsNoSheddingTrap) {
             "");
 }
 
+// post-resent.patch: the POST went out on the kept connection the origin dropped, then again.
+TEST(TrapHints, APostTheOriginReceivedTwiceIsPostResent) {
+  const std::string output =
+      "  [pass] a first request leaves a kept origin connection\n"
+      "  (the stage's /metrics: one origin connection idle in its pool)\n"
+      "  [FAIL] a POST reaches the origin at most once, even when the origin drops the kept "
+      "connection it could have taken\n"
+      "         the origin received the POST 2 times\n"
+      "  [pass] the POST is answered: 200 with the origin's echo of its body\n";
+  EXPECT_EQ(classify_trap("post-once", output), "post-resent");
+  EXPECT_NE(trap_hint("post-once", output, nlohmann::json()).find("LIKELY TRAP (post-resent)"),
+            std::string::npos);
+  // A POST answered wrongly but sent once is no resend.
+  EXPECT_EQ(classify_trap("post-once", "  [pass] a POST reaches the origin at most once\n"
+                                       "  [FAIL] the POST is answered\n"),
+            "");
+}
+
 // ---- the hint line -----------------------------------------------------------------------
 
 TEST(TrapHints, OneHintLineWordedByTheManifestAndNoneWithoutEvidence) {
