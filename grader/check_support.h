@@ -113,5 +113,12 @@ RunOutcome check_queue_bound(const CheckSpec& spec, const StageInfo& stage, cons
 /// the limit, and a permit comes back when its request ends (not at its client's hang-up)
 /// (checks_origin_limit.cpp).
 RunOutcome check_origin_limit(const CheckSpec& spec, const StageInfo& stage, const CheckContext& ctx);
+/// Stage 4: load shedding by queueing delay (CoDel). Behind one busy worker a long but young
+/// queue is not shed, a standing queue refuses a newcomer at once with 503, and a drained queue
+/// stops refusing (checks_shedding.cpp).
+RunOutcome check_shedding(const CheckSpec& spec, const StageInfo& stage, const CheckContext& ctx);
+/// Stage 4: a POST reaches the origin at most once when the origin drops the kept connection it
+/// could have taken, and is answered (checks_post_once.cpp).
+RunOutcome check_post_once(const CheckSpec& spec, const StageInfo& stage, const CheckContext& ctx);
 
 }  // namespace grader

@@ -231,25 +231,43 @@ void watch_load(StressLoad& load, harness::Process& process, const StressTimes& 
   }
 }
 
+/// How long the origin holds each request sent at the stop, in ms: long enough that workers
+/// busy with them cannot make room before the stop is taken, even under Valgrind.
+constexpr int kSlowAtStopMs = 3000;
+
 /// Pool stages: makes the stop land on a full house — every worker busy with a slow origin,
 /// the queue full and the accept loop holding one more client, the paths a shutdown bug
 /// hides in. Returns the slow clients' sockets (kept open until the stage is gone) and sets
-/// run.full_at_stop when the stage's descriptors show the house full.
+/// run.full_at_stop when the house is known to be full.
+///
+/// Slow clients enough for the whole house (workers, queue, the accept loop's hand), so that
+/// the house is full whatever the load is doing (it may be between requests); and the stop is
+/// sent only once the origin has seen one slow request per worker and the stage's descriptors
+/// show the rest queued: then no worker can make room for kSlowAtStop, and the accept loop is
+/// certainly waiting in push when SIGTERM lands. A full descriptor count alone once passed
+/// while workers were finishing fast requests; the stop then found room, the accept loop never
+/// took its stop path, and a client leaked on that path went unseen.
 std::vector<proxy::Socket> fill_the_house(const json& params, std::uint16_t port,
                                           const std::string& base, pid_t pid,
-                                          std::size_t idle_fds, StressRun& run) {
+                                          std::size_t idle_fds, StressRun& run,
+                                          const harness::OriginServer& origin) {
   std::vector<proxy::Socket> slow;
   const int workers = params.value("workers", 2), queue = params.value("queue", 2);
-  for (int i = 0; i < workers; ++i) {
+  const std::string slow_path = "/delay/" + std::to_string(kSlowAtStopMs) + "/bytes/100";
+  for (int i = 0; i < workers + queue + 1; ++i) {
     try {
       slow.push_back(testing_support::send_request(
-          port, testing_support::proxy_get(base + "/delay/2000/bytes/100?at-stop=" +
-                                           std::to_string(i))));
+          port, testing_support::proxy_get(base + slow_path + "?at-stop=" + std::to_string(i))));
     } catch (const std::exception&) {
     }
   }
   const std::size_t full = idle_fds + 2 * workers + queue + 1;
-  run.full_at_stop = eventually([&] { return fd_count(pid) >= full; }, 5s);
+  run.full_at_stop = eventually(
+      [&] {
+        return origin.request_count(slow_path) >= static_cast<std::uint64_t>(workers) &&
+               fd_count(pid) >= full;
+      },
+      8s);
   return slow;
 }
 
@@ -291,7 +309,7 @@ StressRun stress(const StageInfo& stage, const std::string& build, const json& p
   watch_load(load, process, times, idle_fds, ctx, tag, run);
   std::vector<proxy::Socket> slow;
   if (!run.hung && !run.died_early && stage.pool) {
-    slow = fill_the_house(params, port, base, pid, idle_fds, run);
+    slow = fill_the_house(params, port, base, pid, idle_fds, run, origin);
   }
   run.errors_before_stop = load.errors();
   if (!run.hung && !run.died_early) terminate(process, times.exit_s, idle_fds, ctx, tag, run);

@@ -57,6 +57,27 @@ const std::map<std::string, std::string>& default_hints() {
        "request: the next request went in, and the origin had more in service than the limit. "
        "A client's hang-up does not end the request at the origin; keep its permit until the "
        "origin has answered (read the answer and throw it away) or timed out."},
+      {"never-sheds",
+       "a newcomer joined a queue that had stood past --shed-delay-ms for --shed-interval-ms "
+       "instead of getting a 503 at once: submit must refuse newcomers while the queue stands "
+       "(the poller's CoDel verdict, queue_delay.h), not only when the queue is full. Shedding "
+       "only past some queue length does not count: a few requests behind a stuck worker are a "
+       "standing queue."},
+      {"sheds-by-length",
+       "requests were refused while the queue was long but young (none had waited "
+       "--shed-delay-ms yet): shedding by queue length, not by queueing delay. CoDel refuses "
+       "only when the oldest request has waited past the target for a whole interval; a long "
+       "queue that drains fast is a good queue (queue_delay.h)."},
+      {"shedding-never-stops",
+       "requests were still refused after the queue had drained: the shedding verdict is "
+       "remembered (a flag set once, never cleared) instead of read afresh. The queue stops "
+       "standing as soon as its delay falls below the target; submit must follow the "
+       "shedder's verdict now, each time."},
+      {"post-resent",
+       "a POST reached the origin twice: a request that is not idempotent was resent on a new "
+       "connection after a kept one closed unanswered. Only idempotent methods (RFC 9110 "
+       "§9.2.2) may be retried; a POST never goes out on a kept connection the origin may be "
+       "closing, and is never sent again."},
       {"hits-wait",
        "hits wait for the origin's limit: a cached object waited for a permit while the origin's "
        "limit was full. A hit sends nothing to the origin, so it needs no permit; answer it "
@@ -314,6 +335,28 @@ std::string origin_limit_trap(const std::string& output) {
   return "";
 }
 
+/// The shedding check (grader/checks_shedding.cpp). Each trap fails its own line, and only where
+/// the lines around it show the stage shedding otherwise: a stage that answers nothing fails
+/// the drain and the requests after it too, which is none of these traps.
+std::string shedding_trap(const std::string& output) {
+  auto has = [&](const char* s) { return output.find(s) != std::string::npos; };
+  if (!has("[pass] the one worker")) return "";
+  // Refused before any request had waited the delay target: the queue's length decided.
+  if (has("[FAIL] a long queue that is young is not shed")) return "sheds-by-length";
+  // Queued behind a standing queue, while the young queue was left alone and the stage went on
+  // serving afterwards: no shedding by delay at all.
+  if (has("[FAIL] a standing queue sheds a newcomer") &&
+      has("[pass] a drained queue stops shedding")) {
+    return "never-sheds";
+  }
+  // Shed while standing, as it should, and still shedding with nothing queued.
+  if (has("[pass] a standing queue sheds a newcomer") && has("[pass] the queue drains") &&
+      has("[FAIL] a drained queue stops shedding")) {
+    return "shedding-never-stops";
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string classify_trap(const std::string& check, const std::string& output) {
@@ -370,6 +413,13 @@ std::string classify_trap(const std::string& check, const std::string& output) {
   }
   if (check == "shutdown") return shutdown_trap(output);
   if (check == "origin-limit") return origin_limit_trap(output);
+  if (check == "shedding") return shedding_trap(output);
+  if (check == "post-once" && has("[FAIL] a POST reaches the origin at most once")) {
+    return "post-resent";
+  }
+  if (check == "queue-bound" && has("[FAIL] past a full queue a stage that sheds load")) {
+    return "never-sheds";
+  }
   return "";
 }
 

@@ -625,6 +625,102 @@ TEST(TrapHints, OriginLimitHintsNameTheirTraps) {
             std::string::npos);
 }
 
+// ---- shedding (stage 4): one busy worker, a burst queued behind it, a newcomer, the drain
+
+// The check's lines (grader/checks_shedding.cpp), passed; each case below fails some of them,
+// as each stage 4 shedding mutant of grader/mutants/ does.
+std::string shedding_run(const std::vector<std::string>& failed) {
+  const std::vector<std::string> lines = {
+      "the one worker (--workers 1) is busy with a slow origin",
+      "a long queue that is young is not shed: 6 requests waiting behind the busy worker for "
+      "less than --shed-delay-ms all stay queued",
+      "a standing queue sheds a newcomer at once: 503 well before the busy worker is free",
+      "the 503 says Retry-After: 1",
+      "the queue drains: the slow request and every queued one are answered (served or 503)",
+      "a drained queue stops shedding: 3 requests sent one at a time after it emptied are "
+      "served (200, byte-exact)",
+      "SIGTERM: the stage stops and exits 0",
+  };
+  std::string out;
+  for (const std::string& line : lines) {
+    const bool fail = std::any_of(failed.begin(), failed.end(), [&](const std::string& f) {
+      return line.rfind(f, 0) == 0;
+    });
+    out += std::string(fail ? "  [FAIL] " : "  [pass] ") + line + "\n";
+  }
+  return out;
+}
+
+// never-sheds.patch: the newcomer waited behind the standing queue and was refused only when
+// the worker reached it, seconds later; the young queue and the drain were fine.
+TEST(TrapHints, ANewcomerQueuedBehindAStandingQueueIsNeverSheds) {
+  EXPECT_EQ(classify_trap("shedding", shedding_run({"a standing queue sheds"})), "never-sheds");
+  EXPECT_NE(trap_hint("shedding", shedding_run({"a standing queue sheds"}), nlohmann::json())
+                .find("LIKELY TRAP (never-sheds): a newcomer joined a queue that had stood"),
+            std::string::npos);
+}
+
+// A stage 4 that never answers a flood 503 fails queue-bound on that line: the same trap.
+TEST(TrapHints, AFloodNeverToldA503IsNeverSheds) {
+  const std::string output =
+      "  [pass] the one worker (--workers 1) is busy with a slow origin\n"
+      "  [FAIL] past a full queue a stage that sheds load answers each newcomer 503 at once\n"
+      "         not one of 12 clients flooding a full queue (--workers 1 --queue 2) was told 503\n";
+  EXPECT_EQ(classify_trap("queue-bound", output), "never-sheds");
+  EXPECT_EQ(classify_trap("queue-bound", "  [FAIL] while the queue is full the accept loop stops accepting\n"), "");
+}
+
+// sheds-by-length.patch: two of the young burst refused at once (four already waiting).
+TEST(TrapHints, AYoungQueueRefusedForItsLengthIsShedsByLength) {
+  EXPECT_EQ(classify_trap("shedding", shedding_run({"a long queue that is young"})),
+            "sheds-by-length");
+  // A length threshold past the burst never sheds the young queue; it fails as never-sheds.
+  EXPECT_EQ(trap_hint("shedding", shedding_run({"a long queue that is young"}), nlohmann::json())
+                .rfind("LIKELY TRAP (sheds-by-length): requests were refused while the queue was "
+                       "long but young", 0),
+            0u);
+}
+
+// shedding-never-stops.patch: refused while standing, as it should be, and still refusing once
+// nothing was queued.
+TEST(TrapHints, RefusalsAfterTheQueueDrainedAreSheddingThatNeverStops) {
+  EXPECT_EQ(classify_trap("shedding", shedding_run({"a drained queue stops shedding"})),
+            "shedding-never-stops");
+  EXPECT_NE(trap_hint("shedding", shedding_run({"a drained queue stops shedding"}),
+                      nlohmann::json())
+                .find("a flag set once, never cleared"),
+            std::string::npos);
+}
+
+// A stage that stops answering fails the newcomer, the drain and the requests after it: none of
+// the three traps; nor is a worker never held (nothing was tested).
+TEST(TrapHints, AStageThatStoppedAnsweringIsNoSheddingTrap) {
+  EXPECT_EQ(classify_trap("shedding",
+                          shedding_run({"a standing queue sheds", "the queue drains",
+                                        "a drained queue stops shedding"})),
+            "");
+  EXPECT_EQ(classify_trap("shedding", shedding_run({"the one worker", "a standing queue sheds"})),
+            "");
+}
+
+// post-resent.patch: the POST went out on the kept connection the origin dropped, then again.
+TEST(TrapHints, APostTheOriginReceivedTwiceIsPostResent) {
+  const std::string output =
+      "  [pass] a first request leaves a kept origin connection\n"
+      "  (the stage's /metrics: one origin connection idle in its pool)\n"
+      "  [FAIL] a POST reaches the origin at most once, even when the origin drops the kept "
+      "connection it could have taken\n"
+      "         the origin received the POST 2 times\n"
+      "  [pass] the POST is answered: 200 with the origin's echo of its body\n";
+  EXPECT_EQ(classify_trap("post-once", output), "post-resent");
+  EXPECT_NE(trap_hint("post-once", output, nlohmann::json()).find("LIKELY TRAP (post-resent)"),
+            std::string::npos);
+  // A POST answered wrongly but sent once is no resend.
+  EXPECT_EQ(classify_trap("post-once", "  [pass] a POST reaches the origin at most once\n"
+                                       "  [FAIL] the POST is answered\n"),
+            "");
+}
+
 // ---- the hint line -----------------------------------------------------------------------
 
 TEST(TrapHints, OneHintLineWordedByTheManifestAndNoneWithoutEvidence) {
