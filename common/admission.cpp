@@ -23,14 +23,19 @@ void refuse(ClassifiedRequest& out, int status, std::string detail) {
   out.error_detail = std::move(detail);
 }
 
-// The route of a complete request head, in the order serve_request answers: a Host problem
-// first, then the proxy's own /metrics, CONNECT, what this proxy does not serve (a method it
+// The route of a complete request head, in the order serve_request answers: a missing or
+// repeated Host first, then the proxy's own /metrics, CONNECT, what this proxy does not serve (a method it
 // does not forward: 501; a target that is not an absolute http:// URI: 501 for another scheme,
 // else 400; an ambiguous body framing: 400), and last an http:// request.
 void route(ClassifiedRequest& out, const ProxyOptions& options) {
   const Request& request = out.request;
-  if (count_fields(request.fields, "Host") > 1) {
+  // RFC 9112 §3.2: a server answers 400 to an HTTP/1.1 request without a Host field and to any
+  // request with more than one (identical ones too). HTTP/1.0 had no Host, so it may lack one.
+  const std::size_t hosts = count_fields(request.fields, "Host");
+  if (hosts > 1) {
     refuse(out, 400, "more than one Host field (RFC 9112 §3.2)");
+  } else if (hosts == 0 && request.version_minor >= 1) {
+    refuse(out, 400, "an HTTP/1.1 request without a Host field (RFC 9112 §3.2)");
   } else if (options.metrics && request.method == "GET" && request.target == "/metrics") {
     out.route = Route::metrics;
   } else if (request.method == "CONNECT") {

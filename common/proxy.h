@@ -318,7 +318,8 @@ void drop_miss(ClientConnection& connection, PendingMiss miss, const ProxyOption
 /// way half-closes the other), or options.tunnel_idle_timeout passes with no byte; the tunnel
 /// holds the calling thread for its whole life. Interim 1xx responses (but 101) are relayed to
 /// HTTP/1.1 clients before the final one; 204, 304 and HEAD responses have no body.
-/// Errors are answered with a status and a one-line log: 400 malformed, 403 CONNECT to a port
+/// Errors are answered with a status and a one-line log: 400 malformed (an HTTP/1.1 request
+/// without a Host field, or any with more than one, included: RFC 9112 §3.2), 403 CONNECT to a port
 /// not in options.connect_ports, 408 request head or body too slow, 413 request body over
 /// options.max_request_body, 414/431 too long, 501 any other method (TRACE, unknown tokens) or a
 /// scheme other than http, 503 too many tunnels (options.max_tunnels), 505 an HTTP version other
