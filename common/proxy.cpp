@@ -74,6 +74,7 @@ bool serve_request(ClientConnection& connection, Cache& cache, const ProxyOption
   const Request& request = admitted.request;
   const std::string_view after_head = std::string_view(buffer).substr(admitted.head_bytes);
   ctx.version_minor = request.version_minor;
+  ctx.head_method = request.method == "HEAD";
   ctx.persistent = admitted.persistent;
   if (ctx.persistent) connection.buffered_ = after_head;  // the next pipelined request
 

@@ -319,12 +319,13 @@ void drop_miss(ClientConnection& connection, PendingMiss miss, const ProxyOption
 /// holds the calling thread for its whole life. Interim 1xx responses (but 101) are relayed to
 /// HTTP/1.1 clients before the final one; 204, 304 and HEAD responses have no body.
 /// Errors are answered with a status and a one-line log: 400 malformed (an HTTP/1.1 request
-/// without a Host field, or any with more than one, included: RFC 9112 §3.2), 403 CONNECT to a port
-/// not in options.connect_ports, 408 request head or body too slow, 413 request body over
+/// without a Host field, or any with more than one, included: RFC 9112 §3.2), 403 CONNECT to a
+/// port not in options.connect_ports, 408 request head or body too slow, 413 request body over
 /// options.max_request_body, 414/431 too long, 501 any other method (TRACE, unknown tokens) or a
 /// scheme other than http, 503 too many tunnels (options.max_tunnels), 505 an HTTP version other
-/// than 1.x, 502 origin unreachable or malformed, 504 origin timeout. A response is stored only
-/// when it is complete, status 200, answers a GET without a body, fits max_object_bytes() and
+/// than 1.x, 502 origin unreachable or malformed, 504 origin timeout; to a HEAD, the error's head
+/// alone (RFC 9110 §9.3.2). A response is stored only when it is complete, status 200, answers a
+/// GET without a body, fits max_object_bytes() and
 /// RFC 9111 allows it (http_cache_rules.h). A stored response is served only while fresh, with an
 /// Age field; a stale one with a validator is revalidated, and a 304 serves it as a HIT.
 /// Bodies are streamed, never held whole unless they may be stored (request bodies: the first
