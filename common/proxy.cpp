@@ -1,6 +1,7 @@
 // The proxy transaction, as the protocol runs it: read_request, cache.find, fetch_from_origin,
 // relay_response, cache.insert. serve_request comes first and reads as that summary; the steps
-// follow in the same order. Request bodies (request_body.cpp), CONNECT (connect_method.cpp),
+// follow in the same order. What a request is — refused, /metrics, a tunnel, a cacheable GET,
+// something to forward — is judged once, by classify (admission.cpp), which read_request calls. Request bodies (request_body.cpp), CONNECT (connect_method.cpp),
 // the body relay (body_relay.cpp), a hit's response (hit_response.cpp) and the proxy's own
 // replies (replies.cpp) live in files of their own, and so do origin connections
 // (origin_response.cpp). Stages 1-3 call serve_connection (one request per connection); stage 4
@@ -26,18 +27,15 @@ namespace {
 
 // The steps of the transaction, in the order the protocol runs them; serve_request below
 // calls them, and their definitions follow it in the same order.
-bool read_request(Context& ctx, std::string& buffer, Request& request, std::size_t& head_bytes);
-bool refuse_unsupported(Context& ctx, const Request& request,
-                        const std::optional<AbsoluteUri>& uri, bool framed);
-bool serve_http(Context& ctx, Cache& cache, const Request& request, const AbsoluteUri& uri,
-                const BodyFraming& body, std::string_view after_head);
+bool read_request(Context& ctx, std::string& buffer, ClassifiedRequest& request);
+bool serve_http(Context& ctx, Cache& cache, const ClassifiedRequest& admitted,
+                std::string_view after_head);
 std::optional<OriginConnection> fetch_from_origin(Context& ctx, const Request& request,
                                                   const AbsoluteUri& uri,
                                                   const BodyFraming& framing,
                                                   std::string_view buffered_body);
 // Helpers, defined last.
 bool may_send_late_body(const ResponseHead& head, std::string_view method);
-bool is_forwarded_method(std::string_view method);
 bool is_unsafe_method(std::string_view method);
 void finish(Socket& client);
 
@@ -64,31 +62,37 @@ bool serve_request(ClientConnection& connection, Cache& cache, const ProxyOption
   connection.looked_up_.reset();
   std::string buffer = std::move(connection.buffered_);
   connection.buffered_.clear();
-  Request request;
-  std::size_t head_bytes = 0;
-  if (!read_request(ctx, buffer, request, head_bytes)) {
+  // Stage 4's poller may have classified the request at the front of these bytes already: it is
+  // carried here, not parsed again.
+  ClassifiedRequest admitted;
+  if (connection.front_) admitted = std::move(*connection.front_);
+  connection.front_.reset();
+  if (!read_request(ctx, buffer, admitted)) {
     finish(client);
     return false;
   }
-  const std::string_view after_head = std::string_view(buffer).substr(head_bytes);
-  std::optional<AbsoluteUri> uri = parse_absolute_uri(request.target);
-  std::optional<BodyFraming> body = request_body_framing(request);
+  const Request& request = admitted.request;
+  const std::string_view after_head = std::string_view(buffer).substr(admitted.head_bytes);
   ctx.version_minor = request.version_minor;
-  const bool connect = request.method == "CONNECT";
-  // After a CONNECT the connection is a tunnel: what follows its head is tunnel bytes.
-  ctx.persistent = options.keep_alive && !connect && body && body->kind == BodyKind::none &&
-                   wants_persistence(request);
+  ctx.head_method = request.method == "HEAD";
+  ctx.persistent = admitted.persistent;
   if (ctx.persistent) connection.buffered_ = after_head;  // the next pipelined request
 
   bool orderly = true;  // false: the response was cut, and the client must see a reset
-  if (count_fields(request.fields, "Host") > 1) {
-    reply_error(ctx, 400, "more than one Host field (RFC 9112 §3.2)");
-  } else if (options.metrics && request.method == "GET" && request.target == "/metrics") {
-    send_metrics(ctx, options.metrics());
-  } else if (connect) {
-    orderly = serve_connect(ctx, client, request, after_head);
-  } else if (!refuse_unsupported(ctx, request, uri, body.has_value())) {
-    orderly = serve_http(ctx, cache, request, *uri, *body, after_head);
+  switch (admitted.route) {
+    case Route::refuse:
+      reply_error(ctx, admitted.error_status, admitted.error_detail);
+      break;
+    case Route::metrics:
+      send_metrics(ctx, options.metrics());
+      break;
+    case Route::tunnel:
+      orderly = serve_connect(ctx, client, request, after_head);
+      break;
+    case Route::cache_get:
+    case Route::forward:
+      orderly = serve_http(ctx, cache, admitted, after_head);
+      break;
   }
   return end_request(client, ctx, orderly);
 }
@@ -105,10 +109,12 @@ bool end_request(Socket& client, const Context& ctx, bool orderly) {
 
 namespace {
 
-// Reads until a complete request head is buffered. On success `buffer` starts with the head
-// and may hold the first bytes of a body, or of a pipelined request, after it (`head_bytes`
-// marks the boundary). `buffer` may arrive holding bytes read earlier on this connection.
-bool read_request(Context& ctx, std::string& buffer, Request& request, std::size_t& head_bytes) {
+// Reads until a complete request head is buffered, and classifies it (admission.h). On success
+// `buffer` starts with the head and may hold the first bytes of a body, or of a pipelined
+// request, after it (request.head_bytes marks the boundary). `buffer` may arrive holding bytes
+// read earlier on this connection, and `request` classify's verdict on them, made by stage 4's
+// poller: then nothing is parsed again. A malformed head is answered here (400, 414, 431, 505).
+bool read_request(Context& ctx, std::string& buffer, ClassifiedRequest& request) {
   const RequestLimits& limits = ctx.options.limits;
   const auto deadline = std::chrono::steady_clock::now() + ctx.options.client_timeout;
   std::array<char, 16 * 1024> chunk;
@@ -116,19 +122,20 @@ bool read_request(Context& ctx, std::string& buffer, Request& request, std::size
   bool worth_parsing = !buffer.empty();
   for (;;) {
     if (worth_parsing) {
-      buffer.erase(0, leading_empty_lines(buffer));  // RFC 9112 §2.2
-      RequestParseResult parsed = parse_request(buffer, request, limits);
-      if (parsed.status != ParseStatus::incomplete) {
+      if (request.status == ParseStatus::incomplete) {  // else the poller's verdict is carried
+        buffer.erase(0, leading_empty_lines(buffer));  // RFC 9112 §2.2
+        request = classify(buffer, ctx.options);
+      }
+      if (request.status != ParseStatus::incomplete) {
         ctx.stats.requests.fetch_add(1, std::memory_order_relaxed);
         ++*ctx.connection_requests;
       }
-      if (parsed.status == ParseStatus::complete) {
-        head_bytes = parsed.consumed;
-        ctx.what = request.method + " " + request.target;
+      if (request.status == ParseStatus::complete) {
+        ctx.what = request.request.method + " " + request.request.target;
         return true;
       }
-      if (parsed.status == ParseStatus::invalid) {
-        reply_error(ctx, parsed.error_status, parsed.error_reason);
+      if (request.status == ParseStatus::invalid) {
+        reply_error(ctx, request.error_status, request.error_detail);
         return false;
       }
     }
@@ -158,47 +165,24 @@ bool read_request(Context& ctx, std::string& buffer, Request& request, std::size
   }
 }
 
-// Answers what this proxy does not serve: a method it does not forward (501), a target that is
-// not an absolute http:// URI (501 for another scheme, else 400), an ambiguous body framing
-// (400). Returns true when it answered.
-bool refuse_unsupported(Context& ctx, const Request& request,
-                        const std::optional<AbsoluteUri>& uri, bool framed) {
-  if (!is_forwarded_method(request.method)) {
-    reply_error(ctx, 501, "method " + request.method + " is not supported; this proxy forwards "
-                          "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS and CONNECT");
-  } else if (!uri || uri->scheme != "http") {
-    const std::size_t scheme_end = request.target.find("://");
-    if (scheme_end != std::string::npos && !iequals(request.target.substr(0, scheme_end), "http")) {
-      reply_error(ctx, 501, "only http:// targets are supported, not '" +
-                                request.target.substr(0, scheme_end) + "://'");
-    } else {
-      reply_error(ctx, 400, "a proxy request needs a valid absolute-form target, such as "
-                            "GET http://example.com/ HTTP/1.1");
-    }
-  } else if (!framed) {
-    reply_error(ctx, 400, "ambiguous request body framing (Content-Length with "
-                          "Transfer-Encoding, or conflicting lengths)");
-  } else {
-    return false;
-  }
-  return true;
-}
-
 // An http:// request: a fresh stored response answers it (a hit), or it goes to the origin (a
 // miss) and the response is relayed, and stored when it may be. Returns false when the response
 // was cut after its head went out.
-bool serve_http(Context& ctx, Cache& cache, const Request& request, const AbsoluteUri& uri,
-                const BodyFraming& body, std::string_view after_head) {
-  const std::string key = uri.cache_key();
+bool serve_http(Context& ctx, Cache& cache, const ClassifiedRequest& admitted,
+                std::string_view after_head) {
+  const Request& request = admitted.request;
+  const AbsoluteUri& uri = *admitted.uri;
+  const BodyFraming& body = *admitted.body;
+  const std::string& key = admitted.cache_key;
+  const RequestCacheRules& rules = admitted.rules;
   // RFC 9111 §4: only a GET is answered from the cache (a HEAD never gets the GET's entry, and
   // every other method must reach the origin), and only by a stored response that is fresh and
-  // acceptable to the request; a stale one with a validator is revalidated (a 304 then serves
-  // it, as a HIT).
+  // acceptable to the request (route cache_get); a stale one with a validator is revalidated (a
+  // 304 then serves it, as a HIT).
   const bool get = request.method == "GET";
-  const RequestCacheRules rules = request_cache_rules(request);
   ctx.request_time = unix_now();
   std::shared_ptr<const CachedResponse> cached;
-  if (get && !rules.bypass) {
+  if (admitted.route == Route::cache_get) {
     // serve_hit_now may have looked this request up already: a lookup counts once.
     cached = ctx.looked_up && ctx.looked_up->key == key ? std::move(ctx.looked_up->entry)
                                                         : cache.find(key);
@@ -420,15 +404,6 @@ bool may_send_late_body(const ResponseHead& head, std::string_view method) {
   const bool declares_body = (length && *length != "0") ||
                              find_field(head.fields, "Transfer-Encoding").has_value();
   return declares_body && (method == "HEAD" || head.status == 204 || head.status == 304);
-}
-
-// GET and HEAD are handled apart from these; CONNECT too. TRACE is left out on purpose: it
-// would echo a client's credentials back through us (RFC 9110 §9.3.8), and nobody needs it.
-bool is_forwarded_method(std::string_view method) {
-  for (std::string_view known : {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}) {
-    if (method == known) return true;
-  }
-  return false;
 }
 
 // Methods are case-sensitive (RFC 9110 §9.1). OPTIONS is safe (§9.2.1); these are not.

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "admission.h"
 #include "cache.h"
 #include "http_message.h"
 #include "socket.h"
@@ -147,12 +148,20 @@ class ClientConnection {
   [[nodiscard]] std::uint64_t requests() const noexcept { return requests_; }
   /// Adds request bytes someone else read from this connection's socket (stage 4's poller
   /// reads a whole request head before a worker is involved) to those the next serve_request
-  /// parses first, before it reads more.
-  void add_buffered(std::string_view bytes) { buffered_.append(bytes); }
+  /// parses first, before it reads more. `front`, when given, is classify's verdict on the
+  /// request at the front of `bytes`, made by whoever read them: serve_request goes on from it
+  /// instead of parsing the head again. It is kept only when nothing was buffered before.
+  void add_buffered(std::string_view bytes, std::optional<ClassifiedRequest> front = {}) {
+    if (buffered_.empty() && front && front->status != ParseStatus::incomplete) {
+      front_ = std::move(front);
+    }
+    buffered_.append(bytes);
+  }
   /// Moves out the request bytes buffered past the last request (a pipelined next request), so
   /// that stage 4's poller reads and admits it itself; the connection keeps none.
   [[nodiscard]] std::string take_buffered() {
     looked_up_.reset();  // it belonged to the request at the front of those bytes
+    front_.reset();      // and so did this
     return std::exchange(buffered_, {});
   }
   /// Gives up the socket (e.g. to answer it with reply_overloaded); the connection is empty.
@@ -181,9 +190,11 @@ class ClientConnection {
 
  private:
   friend bool serve_request(ClientConnection&, Cache&, const ProxyOptions&, ProxyStats&);
-  friend HitOutcome serve_hit_now(ClientConnection&, std::string&, Cache&, const ProxyOptions&,
+  friend HitOutcome serve_hit_now(ClientConnection&, std::string&,
+                                  std::optional<ClassifiedRequest>&, Cache&, const ProxyOptions&,
                                   ProxyStats&);
-  friend PendingMiss start_miss_now(ClientConnection&, std::string&, const ProxyOptions&,
+  friend PendingMiss start_miss_now(ClientConnection&, std::string&,
+                                    std::optional<ClassifiedRequest>&, const ProxyOptions&,
                                     ProxyStats&);
   friend HitOutcome complete_miss_now(ClientConnection&, PendingMiss, Cache&, const ProxyOptions&,
                                       ProxyStats&);
@@ -193,6 +204,9 @@ class ClientConnection {
   Socket socket_;
   std::string peer_;
   std::string buffered_;
+  /// classify's verdict on the request at the front of buffered_, when the poller made it
+  /// (add_buffered): serve_request goes on from it rather than parsing that head again.
+  std::optional<ClassifiedRequest> front_;
   std::string unsent_;
   /// A cache lookup serve_hit_now made for the request at the front of buffered_ and did not
   /// serve: serve_request uses it instead of looking up (and counting a hit or a miss) again.
@@ -212,19 +226,21 @@ bool serve_request(ClientConnection& connection, Cache& cache, const ProxyOption
                    ProxyStats& stats);
 
 /// Answers the request at the front of `head` (a whole request head, read by the caller) from
-/// the cache without ever blocking, when it is a hit serve_request would answer the same way: a
-/// GET for an http:// URI, no body, one Host, on a connection that persists (options.keep_alive
-/// and RFC 9112 §9.3), whose fresh stored response RFC 9111 lets answer it. Then the response goes
-/// out with one non-blocking send (and send_unsent() for what did not fit), the request's bytes
-/// leave `head`, and the counters move as serve_request's would. For any other request it
-/// returns not_served and leaves `head` alone (but for empty lines before the request line,
-/// which serve_request would skip too); its cache lookup, if it made one (for any GET of an
-/// http:// URI without a body and with at most one Host, a connection that closes included), is
-/// kept in `connection` for serve_request, so no lookup is counted twice. The proxy's own `GET
+/// the cache without ever blocking, when it is a hit serve_request would answer the same way.
+/// `front` is classify's verdict on that request (admission.h), made once by the caller: only a
+/// request it puts on ServingPath::poller is answered here — a GET for an http:// URI, no body,
+/// on a connection that persists (options.keep_alive and RFC 9112 §9.3) — and only when its
+/// fresh stored response RFC 9111 lets answer it. Then the response goes out with one
+/// non-blocking send (and send_unsent() for what did not fit), the request's bytes leave
+/// `head`, `front` is reset, and the counters move as serve_request's would. For any other
+/// request (or a null `front`) it returns not_served and leaves `head` and `front` alone; its
+/// cache lookup, if it made one (ServingPath::poller_lookup, a connection that closes, included),
+/// is kept in `connection` for serve_request, so no lookup is counted twice. The proxy's own `GET
 /// /metrics` (options.metrics set) is answered the same way. For stage 4's poller: a hit then costs
 /// no hand-off to a worker, and /metrics answers while every worker is busy or the queue sheds.
 /// Thread-safety: as serve_request.
-HitOutcome serve_hit_now(ClientConnection& connection, std::string& head, Cache& cache,
+HitOutcome serve_hit_now(ClientConnection& connection, std::string& head,
+                         std::optional<ClassifiedRequest>& front, Cache& cache,
                          const ProxyOptions& options, ProxyStats& stats);
 
 // ---- A miss without a thread (serve_miss_now.cpp), for stage 4's poller ----
@@ -234,15 +250,16 @@ HitOutcome serve_hit_now(ClientConnection& connection, std::string& head, Cache&
 
 /// Sends the request at the front of `head` to its origin, on a kept connection from
 /// options.origin_pool and without blocking, when serve_hit_now has just returned not_served
-/// for it as a plain miss: a GET that serve_hit_now's conditions let through (no body, one
-/// Host, a persistent connection, http://), for which the cache holds no response at all, and
-/// not only-if-cached. The request's bytes then leave `head`, the counters move as
-/// serve_request's would, and the poller waits for origin_fd() to be readable. Returns null and
-/// leaves everything as it was for any other request, when no kept connection is idle (a
-/// connect may block: a worker makes it), or when the origin's socket did not take the request
-/// at once. Thread-safety: as serve_request.
+/// for it as a plain miss: a request `front` (classify's verdict on it) puts on
+/// ServingPath::poller as a cache_get, for which the cache holds no response at all, and not
+/// only-if-cached. The request's bytes then leave `head`, its parsed request moves from `front`
+/// into the miss (`front` is reset), the counters move as serve_request's would, and the poller
+/// waits for origin_fd() to be readable. Returns null and leaves everything as it was for any
+/// other request, when no kept connection is idle (a connect may block: a worker makes it), or
+/// when the origin's socket did not take the request at once. Thread-safety: as serve_request.
 PendingMiss start_miss_now(ClientConnection& connection, std::string& head,
-                           const ProxyOptions& options, ProxyStats& stats);
+                           std::optional<ClassifiedRequest>& front, const ProxyOptions& options,
+                           ProxyStats& stats);
 
 /// The origin connection a miss waits on, for epoll.
 int origin_fd(const MissInFlight& miss) noexcept;
@@ -301,12 +318,14 @@ void drop_miss(ClientConnection& connection, PendingMiss miss, const ProxyOption
 /// way half-closes the other), or options.tunnel_idle_timeout passes with no byte; the tunnel
 /// holds the calling thread for its whole life. Interim 1xx responses (but 101) are relayed to
 /// HTTP/1.1 clients before the final one; 204, 304 and HEAD responses have no body.
-/// Errors are answered with a status and a one-line log: 400 malformed, 403 CONNECT to a port
-/// not in options.connect_ports, 408 request head or body too slow, 413 request body over
+/// Errors are answered with a status and a one-line log: 400 malformed (an HTTP/1.1 request
+/// without a Host field, or any with more than one, included: RFC 9112 §3.2), 403 CONNECT to a
+/// port not in options.connect_ports, 408 request head or body too slow, 413 request body over
 /// options.max_request_body, 414/431 too long, 501 any other method (TRACE, unknown tokens) or a
 /// scheme other than http, 503 too many tunnels (options.max_tunnels), 505 an HTTP version other
-/// than 1.x, 502 origin unreachable or malformed, 504 origin timeout. A response is stored only
-/// when it is complete, status 200, answers a GET without a body, fits max_object_bytes() and
+/// than 1.x, 502 origin unreachable or malformed, 504 origin timeout; to a HEAD, the error's head
+/// alone (RFC 9110 §9.3.2). A response is stored only when it is complete, status 200, answers a
+/// GET without a body, fits max_object_bytes() and
 /// RFC 9111 allows it (http_cache_rules.h). A stored response is served only while fresh, with an
 /// Age field; a stale one with a validator is revalidated, and a 304 serves it as a HIT.
 /// Bodies are streamed, never held whole unless they may be stored (request bodies: the first

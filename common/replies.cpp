@@ -17,7 +17,10 @@ void reply_error(Context& ctx, int status, std::string_view detail) {
                          std::to_string(body.size()) +
                          // Our own overload: the client may retry (RFC 9110 §10.2.3).
                          (status == 503 ? "\r\nRetry-After: 1" : "") +
-                         "\r\nConnection: close\r\nX-Cache: MISS\r\n\r\n" + body;
+                         "\r\nConnection: close\r\nX-Cache: MISS\r\n\r\n";
+  // RFC 9110 §9.3.2: the answer to a HEAD is the head a GET would get, its Content-Length
+  // included, and no content: a client reading one must not find the body as its next response.
+  if (!ctx.head_method) response += body;
   send_to_client(ctx, response);
 }
 

@@ -5,20 +5,22 @@
 
 #include <cerrno>
 
+#include "admission.h"
 #include "transaction.h"
-#include "uri.h"
 
 namespace proxy {
 
-HitOutcome serve_hit_now(ClientConnection& connection, std::string& head, Cache& cache,
+HitOutcome serve_hit_now(ClientConnection& connection, std::string& head,
+                         std::optional<ClassifiedRequest>& front, Cache& cache,
                          const ProxyOptions& options, ProxyStats& stats) {
-  if (!options.keep_alive || !connection.unsent_.empty()) return HitOutcome::not_served;
-  Request request;
-  head.erase(0, leading_empty_lines(head));  // RFC 9112 §2.2, as read_request does
-  const RequestParseResult parsed = parse_request(head, request, options.limits);
-  if (parsed.status != ParseStatus::complete || request.method != "GET") {
+  // classify (admission.h) has judged the request once: only a plain GET, or /metrics, may be
+  // answered or looked up without a worker.
+  if (!options.keep_alive || !connection.unsent_.empty() || !front ||
+      front->status != ParseStatus::complete || front->path == ServingPath::worker) {
     return HitOutcome::not_served;
   }
+  const ClassifiedRequest& admitted = *front;
+  const Request& request = admitted.request;
   // Counts the request as serve_request would, takes its bytes from `head`, and sends the
   // response `build` makes without blocking (the rest waits for send_unsent).
   auto send_now = [&](auto build) {
@@ -29,7 +31,8 @@ HitOutcome serve_hit_now(ClientConnection& connection, std::string& head, Cache&
     ctx.persistent = true;
     ctx.version_minor = request.version_minor;
     connection.unsent_ = build(ctx);
-    head.erase(0, parsed.consumed);
+    head.erase(0, admitted.head_bytes);
+    front.reset();  // the request has left `head`: nothing refers to it after this
     switch (connection.send_unsent()) {
       case IoStatus::ok:
         return HitOutcome::served;
@@ -39,31 +42,22 @@ HitOutcome serve_hit_now(ClientConnection& connection, std::string& head, Cache&
         return HitOutcome::failed;
     }
   };
-  std::optional<BodyFraming> body = request_body_framing(request);
-  // The branch serve_request takes first.
-  if (!body || body->kind != BodyKind::none || count_fields(request.fields, "Host") > 1) {
-    return HitOutcome::not_served;
-  }
-  // A connection that would close is answered by a worker (which closes it), but still looked
-  // up here: stage 4 lets a stored response skip its origin's concurrency limit (found_stored).
-  const bool persists = wants_persistence(request);
   // The proxy's own /metrics, answered here too: under overload, when it matters most, the
   // workers are busy or the queue sheds, and an operator would see nothing.
-  if (persists && options.metrics && request.target == "/metrics") {
+  if (admitted.route == Route::metrics) {
     return send_now([&](const Context& ctx) { return metrics_response(ctx, options.metrics()); });
   }
-  // The branches serve_request takes before the cache.
-  std::optional<AbsoluteUri> uri = parse_absolute_uri(request.target);
-  if (!uri || uri->scheme != "http") return HitOutcome::not_served;
-  const RequestCacheRules rules = request_cache_rules(request);
-  if (rules.bypass) return HitOutcome::not_served;
-  CacheLookup lookup{uri->cache_key(), nullptr};
+  // A connection that would close (ServingPath::poller_lookup) is answered by a worker (which
+  // closes it), but still looked up here: stage 4 lets a stored response skip its origin's
+  // concurrency limit (found_stored).
+  CacheLookup lookup{admitted.cache_key, nullptr};
   lookup.entry = cache.find(lookup.key);
   const UnixSeconds now = unix_now();
-  const bool serves =
-      lookup.entry && decide_use(*lookup.entry, request, rules, now) == StoredUse::serve;
+  const bool serves = lookup.entry &&
+                      decide_use(*lookup.entry, request, admitted.rules, now) == StoredUse::serve;
   // A large body goes out from the worker, in two writes and without a copy (send_cached).
-  if (!persists || !serves || lookup.entry->body.size() > kOneWriteBytes) {
+  if (admitted.path != ServingPath::poller || !serves ||
+      lookup.entry->body.size() > kOneWriteBytes) {
     connection.stored_serves_ = serves;
     connection.looked_up_ = std::move(lookup);  // serve_request goes on from this lookup
     return HitOutcome::not_served;

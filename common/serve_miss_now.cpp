@@ -90,42 +90,37 @@ bool head_arrived(const std::string& buffer) {
 }  // namespace
 
 PendingMiss start_miss_now(ClientConnection& connection, std::string& head,
-                           const ProxyOptions& options, ProxyStats& stats) {
-  // serve_hit_now's lookup found nothing stored: a plain miss, no revalidation.
-  if (options.origin_pool == nullptr || !connection.unsent_.empty() ||
-      !connection.looked_up_ || connection.looked_up_->entry) {
+                           std::optional<ClassifiedRequest>& front, const ProxyOptions& options,
+                           ProxyStats& stats) {
+  // classify (admission.h) judged the request once, and serve_hit_now's lookup of it (the same
+  // key) found nothing stored: a plain miss, no revalidation.
+  if (options.origin_pool == nullptr || !connection.unsent_.empty() || !front ||
+      front->status != ParseStatus::complete || front->path != ServingPath::poller ||
+      front->route != Route::cache_get || !connection.looked_up_ ||
+      connection.looked_up_->entry || connection.looked_up_->key != front->cache_key) {
     return nullptr;
   }
+  const ClassifiedRequest& admitted = *front;
+  if (admitted.rules.only_if_cached) return nullptr;  // a worker answers 504
+  const Request& request = admitted.request;
+  const AbsoluteUri& uri = *admitted.uri;
   PendingMiss miss(new MissInFlight);
-  Request& request = miss->request;
-  const RequestParseResult parsed = parse_request(head, request, options.limits);
-  if (parsed.status != ParseStatus::complete || request.method != "GET") return nullptr;
-  // serve_hit_now's conditions, checked again: the lookup may be older than this request.
-  const std::optional<BodyFraming> framing = request_body_framing(request);
-  if (!options.keep_alive || !framing || framing->kind != BodyKind::none ||
-      count_fields(request.fields, "Host") != 1 || !wants_persistence(request)) {
-    return nullptr;
-  }
-  std::optional<AbsoluteUri> uri = parse_absolute_uri(request.target);
-  if (!uri || uri->cache_key() != connection.looked_up_->key) return nullptr;
-  const RequestCacheRules rules = request_cache_rules(request);
-  if (rules.only_if_cached) return nullptr;  // a worker answers 504
   miss->key = connection.looked_up_->key;
-  miss->may_store = rules.may_store;  // a GET without a body (serve_hit_now's conditions)
+  miss->may_store = admitted.rules.may_store;  // a GET without a body (ServingPath::poller)
   miss->what = request.method + " " + request.target;
 
   Context ctx{connection.socket_, options, stats, connection.peer_, miss->what};
   ctx.version_minor = request.version_minor;
   RequestBody body;  // none
   bool keep_open = false;
-  const std::string out = origin_request_bytes(ctx, request, *uri, body, keep_open);
+  const std::string out = origin_request_bytes(ctx, request, uri, body, keep_open);
   if (!keep_open) return nullptr;  // fetch_from_origin would not take a kept connection
-  std::optional<Socket> kept = options.origin_pool->acquire(uri->host, uri->port);
+  std::optional<Socket> kept = options.origin_pool->acquire(uri.host, uri.port);
   if (!kept) return nullptr;
   OriginConnection& origin = miss->origin;
   origin.socket = std::move(*kept);
-  origin.host = uri->host;
-  origin.port = uri->port;
+  origin.host = uri.host;
+  origin.port = uri.port;
   origin.reused = true;
   origin.keep_allowed = true;
   origin.may_retry = may_retry_on_new_connection(request.method, true, false, true, 0);
@@ -144,7 +139,9 @@ PendingMiss start_miss_now(ClientConnection& connection, std::string& head,
   ++connection.requests_;
   connection.looked_up_.reset();
   miss->request_time = unix_now();
-  head.erase(0, parsed.consumed);
+  head.erase(0, admitted.head_bytes);
+  miss->request = std::move(front->request);  // the miss holds it now, as serve_request would
+  front.reset();
   return miss;
 }
 

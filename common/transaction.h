@@ -30,6 +30,8 @@ struct Context {
   /// from the request, then cleared by anything that ends the response without visible framing.
   bool persistent = false;
   int version_minor = 1;  ///< the client's HTTP/1.x: a 1.0 client needs keep-alive spelled out
+  /// The request is a HEAD: the proxy's own replies to it carry no body (RFC 9110 §9.3.2).
+  bool head_method = false;
   std::uint64_t* connection_requests = nullptr;  ///< the connection's count, beside stats.requests
   /// RFC 9111 (http_cache_rules.h): when the request went to the origin, and the stale stored
   /// response it asks the origin to revalidate (null when the request is not conditional).
@@ -85,8 +87,9 @@ bool wants_persistence(const Request& request);
 // ---- Canned replies (replies.cpp) ----
 
 /// Sends a response the proxy makes itself: `status`, a one-line plain-text body naming
-/// `detail`, Connection: close (and Retry-After: 1 with a 503). Counts an error, logs one line
-/// and clears ctx.persistent: after an error the rest of the connection's bytes are suspect.
+/// `detail`, Connection: close (and Retry-After: 1 with a 503); to a HEAD (ctx.head_method) the
+/// same head without the body (RFC 9110 §9.3.2). Counts an error, logs one line and clears
+/// ctx.persistent: after an error the rest of the connection's bytes are suspect.
 void reply_error(Context& ctx, int status, std::string_view detail);
 /// The whole response to the proxy's own `GET /metrics`: 200 with `text` (Prometheus text
 /// exposition format 0.0.4), never stored, and ctx's Connection field.

@@ -9,7 +9,6 @@
 #include "http_message.h"
 #include "log.h"
 #include "tuned_server.h"
-#include "uri.h"
 
 namespace proxy {
 namespace {
@@ -20,18 +19,6 @@ double seconds(Clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
-// "host:port" of the origin the request at the front of `head` goes to; empty when it goes to
-// none the limit covers: CONNECT (a tunnel, no request in flight), origin-form (the proxy's own
-// /metrics), or a head the worker will refuse anyway.
-std::string origin_of(std::string_view head, const RequestLimits& limits) {
-  Request request;
-  if (parse_request(head, request, limits).status != ParseStatus::complete) return {};
-  if (request.method == "CONNECT") return {};
-  std::optional<AbsoluteUri> uri = parse_absolute_uri(request.target);
-  if (!uri || uri->scheme != "http") return {};
-  return uri->host + ":" + std::to_string(uri->port);
-}
-
 }  // namespace
 
 TunedServer::Admission TunedServer::admit(Idle& idle, int fd) {
@@ -39,7 +26,9 @@ TunedServer::Admission TunedServer::admit(Idle& idle, int fd) {
   // A hit the poller could not send itself (a connection that closes, a large body) never
   // waits for its origin: it needs none.
   if (idle.client.connection.found_stored()) return Admission::go;
-  const std::string key = origin_of(idle.head, options_.limits);
+  // The origin the request goes to, from classify's verdict on its head (idle.front); none for
+  // CONNECT, the proxy's own /metrics, or a head not yet whole (a worker reads the rest).
+  const std::string key = idle.front ? idle.front->origin() : std::string();
   if (key.empty()) return Admission::go;
   std::shared_ptr<OriginGate> gate = gates_.gate(key);
   auto queue = origin_queues_.find(gate.get());

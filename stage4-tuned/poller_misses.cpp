@@ -20,7 +20,8 @@ using Clock = std::chrono::steady_clock;
 // it (a worker goes on with it: dispatch() takes client.miss along).
 bool TunedServer::start_miss(Idle& idle, int fd) {
   Client& client = idle.client;
-  PendingMiss miss = start_miss_now(client.connection, idle.head, options_, server_.stats());
+  PendingMiss miss =
+      start_miss_now(client.connection, idle.head, idle.front, options_, server_.stats());
   if (!miss) return false;
   const int origin = origin_fd(*miss);
   client.miss = std::move(miss);

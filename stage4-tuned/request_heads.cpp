@@ -62,13 +62,20 @@ TunedServer::HeadState TunedServer::read_head(Idle& idle) {
   // Parsed even when nothing new arrived: the bytes held may be a pipelined request that came
   // in behind a miss the poller served (poller_misses.cpp), not yet looked at.
   if (idle.head.empty()) return wait;
-  if (idle.head.size() > most) return HeadState::ready;
-  Request request;
-  const RequestParseResult parsed = parse_request(idle.head, request, limits);
-  if (parsed.status != ParseStatus::incomplete) return HeadState::ready;
   // Incomplete: if the read above stopped short of EAGAIN, a re-armed level-triggered fd
-  // fires again at once for the rest; that is one extra wakeup, not a spin.
-  return wait;
+  // fires again at once for the rest; that is one extra wakeup, not a spin. Past `most` a worker
+  // answers whatever the parser says (414 or 431).
+  return classify_head(idle, idle.head.size() > most ? HeadState::ready : wait);
+}
+
+// The one parse of a request on the poller: classify (admission.h) judges the head once, and
+// idle.front carries the verdict to answer_hit, admit, start_miss and dispatch.
+TunedServer::HeadState TunedServer::classify_head(Idle& idle, HeadState wait) {
+  if (idle.front) return HeadState::ready;  // judged already
+  ClassifiedRequest front = classify(idle.head, options_);
+  if (front.status == ParseStatus::incomplete) return wait;
+  idle.front = std::move(front);
+  return HeadState::ready;
 }
 
 // A request head that trickled past --client-timeout-ms: 408, from the poller, never a worker
@@ -100,17 +107,22 @@ void TunedServer::time_out_head(Idle& idle) {
 // `ready` when a worker must take the request, `more` when the connection stays parked.
 TunedServer::HeadState TunedServer::answer_hit(Idle& idle) {
   const auto began = Clock::now();
-  const HitOutcome outcome = serve_hit_now(idle.client.connection, idle.head, server_.cache(),
-                                           options_, server_.stats());
+  const HitOutcome outcome = serve_hit_now(idle.client.connection, idle.head, idle.front,
+                                           server_.cache(), options_, server_.stats());
   if (outcome == HitOutcome::not_served) return HeadState::ready;
   latency_.observe(Clock::now() - began);
   if (outcome == HitOutcome::failed) {
     idle.head.clear();
+    idle.front.reset();
     return HeadState::closed;
   }
   idle.since = began;  // the idle timeout runs from the last response
-  // A pipelined request already read goes to a worker; a partly sent hit waits in epoll.
-  return outcome == HitOutcome::served && !idle.head.empty() ? HeadState::ready : HeadState::more;
+  // A pipelined request already read goes to a worker, judged here first (for its origin's
+  // limit); a partly sent hit waits in epoll.
+  if (outcome == HitOutcome::served && !idle.head.empty()) {
+    return classify_head(idle, HeadState::ready);
+  }
+  return HeadState::more;
 }
 
 // The rest of a hit the client's socket did not take at once (answer_hit); then, as readable()
@@ -120,7 +132,7 @@ TunedServer::HeadState TunedServer::send_unsent(Idle& idle) {
   switch (idle.client.connection.send_unsent()) {
     case IoStatus::ok:
       idle.since = Clock::now();
-      return idle.head.empty() ? read_head(idle) : HeadState::ready;
+      return idle.head.empty() ? read_head(idle) : classify_head(idle, HeadState::ready);
     case IoStatus::timeout:
       // The client is reading: the write timeout runs from its last progress.
       if (idle.client.connection.unsent_bytes() != before) idle.since = Clock::now();

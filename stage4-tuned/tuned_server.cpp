@@ -346,7 +346,9 @@ void TunedServer::go_on(Idle& idle, int fd, HeadState state) {
 
 void TunedServer::dispatch(Idle& idle) {
   Client client = std::move(idle.client);
-  client.connection.add_buffered(idle.head);
+  // The head goes with its verdict (idle.front): the worker does not parse it again.
+  client.connection.add_buffered(idle.head, std::move(idle.front));
+  idle.front.reset();
   submit(std::move(client));
 }
 

@@ -158,6 +158,10 @@ class TunedServer {
     std::string head;
     // Since when its request waits for its origin's limit (origin_queues_); zero when it does not.
     std::chrono::steady_clock::time_point waiting_since{};
+    // classify's verdict on the request at the front of `head` (admission.h), made once when
+    // that head is whole (classify_head) and carried — to the hit, the origin's limit, the miss,
+    // or a worker — until the request leaves the poller; empty until then.
+    std::optional<ClassifiedRequest> front{};
   };
   // The requests waiting for one origin's limit, oldest first (descriptors into idle_), and
   // that queue's own CoDel: a collapsing origin's standing queue sheds its own newcomers, never
@@ -198,6 +202,9 @@ class TunedServer {
   [[nodiscard]] Millis origin_wait_left(const Client& client,
                                         std::chrono::steady_clock::time_point now) const;
   HeadState read_head(Idle& idle);    // on the poller: reads what has arrived, never waits
+  // On the poller: classifies a whole head at the front of idle.head once (idle.front); `wait`
+  // is returned while it is not whole.
+  HeadState classify_head(Idle& idle, HeadState wait);
   HeadState answer_hit(Idle& idle);   // on the poller: a hit, answered without a worker
   HeadState send_unsent(Idle& idle);  // on the poller: the rest of a hit, when writable
   void dispatch(Idle& idle);          // on the poller: a whole head is here, to a worker

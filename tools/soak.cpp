@@ -266,7 +266,7 @@ Verdict valgrind_shutdown(const std::string& binary) {
     if (connected.error != proxy::ConnectError::none) return {false, connected.message};
     connected.socket.write_all("GET http://127.0.0.1:" + std::to_string(origin.port()) +
                                    "/bytes/20000000?v=" + std::to_string(i) +
-                                   " HTTP/1.1\r\nConnection: close\r\n\r\n",
+                                   " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
                                10s);
     clients.push_back(std::move(connected.socket));
   }

@@ -100,7 +100,8 @@ TEST_P(HardeningInput, EnforcesHeadLimitsAtTheirExactBoundaries) {
   auto line_of = [&](std::size_t total) {
     return prefix + std::string(total - prefix.size() - suffix.size(), 'q') + suffix;
   };
-  HttpResponse at_limit = exchange(proxy_port(), line_of(8192) + "\r\nConnection: close\r\n\r\n");
+  HttpResponse at_limit =
+      exchange(proxy_port(), line_of(8192) + "\r\nHost: x\r\nConnection: close\r\n\r\n");
   EXPECT_EQ(at_limit.status, 200) << "an 8192-byte request line is within the limit";
   expect_refused("request line one byte over", line_of(8193) + "\r\n\r\n", 414);
   expect_refused("request line far over, never ended", line_of(20000), 414);
@@ -234,6 +235,34 @@ TEST_P(HardeningInput, RefusesBodiesOverTheLimitAndMethodsItDoesNotImplement) {
   EXPECT_EQ(origin.connections(), 0);
 }
 
+// RFC 9112 §3.2: an HTTP/1.1 request without a Host field, or any request with two, gets 400
+// from every stage and on every path — whether a stored response could answer it (a hit, which
+// stage 4's poller would send itself) or not (a miss) — and never reaches the origin; the proxy
+// goes on serving. HTTP/1.0 had no Host field, so such a request is still served.
+TEST_P(HardeningInput, AnswersAnHttp11RequestWithoutHostOrWithTwoWith400AndKeepsServing) {
+  start_stage();
+  ASSERT_EQ(closing_fetch(proxy_port(), origin_url("/bytes/7")).status, 200);  // now stored
+  for (const std::string path : {"/bytes/7", "/bytes/9"}) {
+    expect_refused("HTTP/1.1 without Host, " + path,
+                   "GET " + origin_url(path) + " HTTP/1.1\r\n\r\n", 400);
+    expect_refused("HTTP/1.1 without Host on a kept-alive connection, " + path,
+                   "GET " + origin_url(path) + " HTTP/1.1\r\nConnection: keep-alive\r\n\r\n",
+                   400);
+    expect_refused("two Host fields, " + path,
+                   "GET " + origin_url(path) + " HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", 400);
+  }
+  expect_refused("CONNECT without Host", "CONNECT " + authority() + " HTTP/1.1\r\n\r\n", 400);
+  EXPECT_EQ(origin_->request_count("/bytes/7"), 1u) << "only the fetch that stored it";
+  EXPECT_EQ(origin_->request_count("/bytes/9"), 0u) << origin_->stats_json();
+
+  HttpResponse old = exchange(proxy_port(), "GET " + origin_url("/bytes/9") + " HTTP/1.0\r\n\r\n");
+  EXPECT_EQ(old.status, 200) << old.raw.substr(0, 300);
+  EXPECT_EQ(old.body, harness::deterministic_bytes(9));
+  HttpResponse good = closing_fetch(proxy_port(), origin_url("/bytes/100"));
+  EXPECT_EQ(good.status, 200);
+  EXPECT_EQ(good.body, harness::deterministic_bytes(100));
+}
+
 // A client that starts a body and stalls gets 408 within the client timeout, and the origin
 // never hears of the request; meanwhile other clients are served (where the stage serves more
 // than one at a time).
@@ -241,7 +270,8 @@ TEST_P(HardeningInput, AnswersAStalledBodyWith408AndNeverBothersTheOrigin) {
   start_stage({"--client-timeout-ms", "500"});
   RawOrigin origin(ok_response("ok"));
   proxy::Socket stalled = send_request(
-      proxy_port(), "GET " + origin.url("/anything") + " HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc");
+      proxy_port(),
+      "GET " + origin.url("/anything") + " HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc");
   if (!sequential()) {
     HttpResponse other = closing_fetch(proxy_port(), origin_url("/bytes/10"));
     EXPECT_EQ(other.status, 200);

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hardening_support.h"
@@ -170,6 +171,37 @@ TEST_P(StageTest, AnswersUnreachableOriginWith502) {
   HttpResponse r = fetch(proxy_port(), "http://127.0.0.1:" + std::to_string(closed_port) + "/");
   EXPECT_EQ(r.status, 502);
   EXPECT_EQ(r.field("X-Cache"), "MISS");
+}
+
+// RFC 9110 §9.3.2: the proxy's own answer to a HEAD — here a refusal, and an origin it cannot
+// reach — is a head alone, its Content-Length what a GET's body would be and no byte after the
+// blank line; the same request as a GET gets the body. Then the proxy goes on serving.
+TEST_P(StageTest, AnswersAHeadItRefusesWithTheHeadAlone) {
+  start_stage();
+  std::uint16_t closed_port;
+  {
+    proxy::Socket probe = proxy::listen_tcp("127.0.0.1", 0);
+    closed_port = proxy::local_port(probe);
+  }  // closed: connecting is refused
+  const std::string unreachable = "http://127.0.0.1:" + std::to_string(closed_port) + "/";
+  const std::vector<std::pair<std::string, int>> cases = {
+      {" " + origin_url("/bytes/1") + " HTTP/1.1\r\n\r\n", 400},  // no Host
+      {" https://127.0.0.1/ HTTP/1.1\r\nHost: x\r\n\r\n", 501},
+      {" " + unreachable + " HTTP/1.1\r\nHost: x\r\n\r\n", 502},
+  };
+  for (const auto& [rest, status] : cases) {
+    SCOPED_TRACE(rest);
+    HttpResponse head = exchange(proxy_port(), "HEAD" + rest);
+    EXPECT_EQ(head.status, status);
+    EXPECT_TRUE(head.raw.ends_with("\r\n\r\n")) << "a body after the head: " << head.raw;
+    HttpResponse get = exchange(proxy_port(), "GET" + rest);
+    EXPECT_EQ(get.status, status);
+    EXPECT_FALSE(get.body.empty());
+    EXPECT_EQ(head.field("Content-Length"), std::to_string(get.body.size()));
+  }
+  HttpResponse good = fetch(proxy_port(), origin_url("/bytes/100"));
+  EXPECT_EQ(good.status, 200);
+  EXPECT_EQ(good.body, harness::deterministic_bytes(100));
 }
 
 TEST_P(StageTest, AnswersMalformedOriginResponseWith502) {

@@ -44,16 +44,26 @@ class ServeHitNow : public ::testing::Test {
                                std::make_shared<const CachedResponse>(std::move(entry))));
   }
 
+  // What the poller does with a head: classify it once (admission.h), then serve_hit_now with
+  // the verdict, which front_ keeps for whatever comes next (a worker, in one test).
+  HitOutcome hit_now(ClientConnection& connection, std::string& head) {
+    ClassifiedRequest judged = classify(head, options_);
+    front_.reset();
+    if (judged.status != ParseStatus::incomplete) front_ = std::move(judged);
+    return serve_hit_now(connection, head, front_, *cache_, options_, stats_);
+  }
+
   std::unique_ptr<Cache> cache_ = make_cache("lru", 1 << 20, 1 << 20);
   ProxyOptions options_;
   ProxyStats stats_;
+  std::optional<ClassifiedRequest> front_;
 };
 
 TEST_F(ServeHitNow, AnswersAFreshHitWholeAndLeavesAPipelinedRequestInTheHead) {
   store("http://o.test/a", "hello");
   Pair pair = connected_pair();
   std::string head = get("http://o.test/a") + "GET http://o.test/b HTTP/1.1\r\n";
-  EXPECT_EQ(serve_hit_now(pair.server, head, *cache_, options_, stats_), HitOutcome::served);
+  EXPECT_EQ(hit_now(pair.server, head), HitOutcome::served);
   EXPECT_EQ(head, "GET http://o.test/b HTTP/1.1\r\n") << "only the served request's bytes go";
   const std::string response = read_response_text(pair.client);
   EXPECT_TRUE(response.starts_with("HTTP/1.1 200 OK\r\n")) << response;
@@ -79,7 +89,7 @@ TEST_F(ServeHitNow, LeavesEveryOtherRequestAloneWithoutALookup) {
   for (const std::string& request : cases) {
     Pair pair = connected_pair();
     std::string head = request;
-    EXPECT_EQ(serve_hit_now(pair.server, head, *cache_, options_, stats_),
+    EXPECT_EQ(hit_now(pair.server, head),
               HitOutcome::not_served)
         << request;
     EXPECT_EQ(head, request);
@@ -101,7 +111,7 @@ TEST_F(ServeHitNow, LooksUpAHitOnAClosingConnectionAndLeavesItToAWorker) {
   for (const std::string& request : cases) {
     Pair pair = connected_pair();
     std::string head = request;
-    EXPECT_EQ(serve_hit_now(pair.server, head, *cache_, options_, stats_), HitOutcome::not_served)
+    EXPECT_EQ(hit_now(pair.server, head), HitOutcome::not_served)
         << request;
     EXPECT_EQ(head, request);
     EXPECT_TRUE(pair.server.found_stored()) << request;
@@ -110,12 +120,12 @@ TEST_F(ServeHitNow, LooksUpAHitOnAClosingConnectionAndLeavesItToAWorker) {
   EXPECT_EQ(stats_.requests.load(), 0u) << "not answered here, so not counted here";
   Pair pair = connected_pair();
   std::string head = get("http://o.test/nothing", "Connection: close\r\n");
-  EXPECT_EQ(serve_hit_now(pair.server, head, *cache_, options_, stats_), HitOutcome::not_served);
+  EXPECT_EQ(hit_now(pair.server, head), HitOutcome::not_served);
   EXPECT_FALSE(pair.server.found_stored()) << "a miss is not a stored response";
   // One the client wants revalidated goes to the origin: it must take its origin's limit.
   Pair again = connected_pair();
   std::string revalidate = get("http://o.test/a", "Cache-Control: no-cache\r\n");
-  EXPECT_EQ(serve_hit_now(again.server, revalidate, *cache_, options_, stats_),
+  EXPECT_EQ(hit_now(again.server, revalidate),
             HitOutcome::not_served);
   EXPECT_FALSE(again.server.found_stored()) << "a revalidation is no hit";
 }
@@ -126,7 +136,7 @@ TEST_F(ServeHitNow, AnswersMetricsOnAPersistentConnectionOnly) {
   options_.metrics = [] { return std::string("proxy_requests_total 7\n"); };
   Pair pair = connected_pair();
   std::string head = get("/metrics");
-  EXPECT_EQ(serve_hit_now(pair.server, head, *cache_, options_, stats_), HitOutcome::served);
+  EXPECT_EQ(hit_now(pair.server, head), HitOutcome::served);
   EXPECT_EQ(head, "");
   const std::string response = read_response_text(pair.client);
   EXPECT_TRUE(response.starts_with("HTTP/1.1 200 OK\r\n")) << response;
@@ -136,11 +146,11 @@ TEST_F(ServeHitNow, AnswersMetricsOnAPersistentConnectionOnly) {
   EXPECT_EQ(stats_.requests.load(), 1u);
 
   std::string closing = get("/metrics", "Connection: close\r\n");
-  EXPECT_EQ(serve_hit_now(pair.server, closing, *cache_, options_, stats_),
+  EXPECT_EQ(hit_now(pair.server, closing),
             HitOutcome::not_served);
   options_.metrics = nullptr;
   std::string unset = get("/metrics");
-  EXPECT_EQ(serve_hit_now(pair.server, unset, *cache_, options_, stats_), HitOutcome::not_served);
+  EXPECT_EQ(hit_now(pair.server, unset), HitOutcome::not_served);
   EXPECT_EQ(cache_->stats().hits + cache_->stats().misses, 0u) << "a lookup was made";
 }
 
@@ -151,9 +161,10 @@ TEST_F(ServeHitNow, HandsAMissToServeRequestWithItsLookupCountedOnce) {
   const std::string url = "http://127.0.0.1:" + std::to_string(origin.port()) + "/bytes/10";
   Pair pair = connected_pair();
   std::string head = get(url);
-  EXPECT_EQ(serve_hit_now(pair.server, head, *cache_, options_, stats_), HitOutcome::not_served);
+  EXPECT_EQ(hit_now(pair.server, head), HitOutcome::not_served);
   EXPECT_EQ(cache_->stats().misses, 1u);
-  pair.server.add_buffered(head);
+  ASSERT_TRUE(front_.has_value()) << "serve_hit_now leaves the verdict for the worker";
+  pair.server.add_buffered(head, std::move(front_));
   EXPECT_TRUE(serve_request(pair.server, *cache_, options_, stats_));
   const std::string response = read_response_text(pair.client);
   EXPECT_TRUE(response.starts_with("HTTP/1.1 200 OK\r\n")) << response;
@@ -169,7 +180,7 @@ TEST_F(ServeHitNow, KeepsWhatTheSocketDidNotTakeUntilSendUnsent) {
   store("http://o.test/big", body);
   Pair pair = connected_pair(4096, 4096);
   std::string head = get("http://o.test/big");
-  ASSERT_EQ(serve_hit_now(pair.server, head, *cache_, options_, stats_), HitOutcome::partly_sent);
+  ASSERT_EQ(hit_now(pair.server, head), HitOutcome::partly_sent);
   ASSERT_TRUE(pair.server.has_unsent());
   std::string received;
   std::jthread reader([&] { received = read_exactly(pair.client, 60'000 + 200); });

@@ -43,10 +43,17 @@ class ServeMissNow : public ::testing::Test {
     ASSERT_EQ(connected.error, ConnectError::none) << connected.message;
     ASSERT_TRUE(pool_.release("127.0.0.1", origin_.port(), std::move(connected.socket)));
   }
-  // What the poller does with a whole head: serve_hit_now, then start_miss_now.
+  // What the poller does with a whole head: classify it once (admission.h), serve_hit_now,
+  // then start_miss_now, both with that verdict (front_, left set when no miss started).
+  HitOutcome hit_now(Pair& pair, std::string& head) {
+    ClassifiedRequest judged = classify(head, options_);
+    front_.reset();
+    if (judged.status != ParseStatus::incomplete) front_ = std::move(judged);
+    return serve_hit_now(pair.server, head, front_, *cache_, options_, stats_);
+  }
   PendingMiss start(Pair& pair, std::string& head) {
-    EXPECT_EQ(serve_hit_now(pair.server, head, *cache_, options_, stats_), HitOutcome::not_served);
-    return start_miss_now(pair.server, head, options_, stats_);
+    EXPECT_EQ(hit_now(pair, head), HitOutcome::not_served);
+    return start_miss_now(pair.server, head, front_, options_, stats_);
   }
   // Waits in poll(2) as the poller waits in epoll, reading each time, until a verdict.
   MissRead wait(MissInFlight& miss) {
@@ -66,6 +73,7 @@ class ServeMissNow : public ::testing::Test {
   std::unique_ptr<Cache> cache_ = make_cache("lru", 1 << 20, 1 << 20);
   ProxyOptions options_;
   ProxyStats stats_;
+  std::optional<ClassifiedRequest> front_;
 };
 
 TEST_F(ServeMissNow, SendsAPlainMissOnAKeptConnectionAndRelaysItsWholeAnswer) {
@@ -146,8 +154,8 @@ TEST_F(ServeMissNow, LeavesEveryOtherRequestAsItWas) {
         "POST " + url("/echo") + " HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx"}) {
     Pair pair = connected_pair();
     std::string head = request;
-    (void)serve_hit_now(pair.server, head, *cache_, options_, stats_);
-    EXPECT_EQ(start_miss_now(pair.server, head, options_, stats_), nullptr) << request;
+    (void)hit_now(pair, head);
+    EXPECT_EQ(start_miss_now(pair.server, head, front_, options_, stats_), nullptr) << request;
     EXPECT_EQ(head, request);
     EXPECT_EQ(pool_.idle(), kept) << request;
   }
