@@ -527,6 +527,20 @@ TEST(TrapHints, AnOriginConnectionOpenAtExitIsADetachedWorkerNotALeakedSocket) {
 
 // ---- origin-limit (stage 4): a burst under --origin-limit 4, then --origin-limit 1 held by /stall
 
+// A check's report as the grader prints it: each of `lines` passed, except those that start
+// with one of `failed`.
+std::string check_run(const std::vector<std::string>& lines,
+                      const std::vector<std::string>& failed) {
+  std::string out;
+  for (const std::string& line : lines) {
+    const bool fail = std::any_of(failed.begin(), failed.end(), [&](const std::string& f) {
+      return line.rfind(f, 0) == 0;
+    });
+    out += std::string(fail ? "  [FAIL] " : "  [pass] ") + line + "\n";
+  }
+  return out;
+}
+
 // The lines every run prints, passed; each case below fails some of them (cut from `grader
 // --prebuilt` on each stage 4 mutant of grader/mutants/).
 std::string origin_limit_run(const std::vector<std::string>& failed) {
@@ -550,14 +564,7 @@ std::string origin_limit_run(const std::vector<std::string>& failed) {
       "miss is answered within 10 s",
       "meanwhile another origin is served within 5 s (the stage itself is not stuck)",
   };
-  std::string out;
-  for (const std::string& line : lines) {
-    const bool fail = std::any_of(failed.begin(), failed.end(), [&](const std::string& f) {
-      return line.rfind(f, 0) == 0;
-    });
-    out += std::string(fail ? "  [FAIL] " : "  [pass] ") + line + "\n";
-  }
-  return out;
+  return check_run(lines, failed);
 }
 
 // poller-ignores-limit.patch: the origin counted 24 at once, and the miss behind a held permit
@@ -641,14 +648,7 @@ std::string shedding_run(const std::vector<std::string>& failed) {
       "served (200, byte-exact)",
       "SIGTERM: the stage stops and exits 0",
   };
-  std::string out;
-  for (const std::string& line : lines) {
-    const bool fail = std::any_of(failed.begin(), failed.end(), [&](const std::string& f) {
-      return line.rfind(f, 0) == 0;
-    });
-    out += std::string(fail ? "  [FAIL] " : "  [pass] ") + line + "\n";
-  }
-  return out;
+  return check_run(lines, failed);
 }
 
 // never-sheds.patch: the newcomer waited behind the standing queue and was refused only when
