@@ -94,8 +94,11 @@ ClassifiedRequest classify(std::string_view buffer, const ProxyOptions& options)
 }
 
 std::string ClassifiedRequest::origin() const {
-  if (status != ParseStatus::complete || request.method == "CONNECT" || !uri ||
-      uri->scheme != "http") {
+  // A request the proxy refuses itself never reaches its origin: taking a permit for it would
+  // make it wait behind a full limit for its 400, and its microseconds would read as the
+  // origin's latency.
+  if (status != ParseStatus::complete || route == Route::refuse || request.method == "CONNECT" ||
+      !uri || uri->scheme != "http") {
     return {};
   }
   return uri->host + ":" + std::to_string(uri->port);

@@ -70,7 +70,7 @@ struct ClassifiedRequest {
 
   /// "host:port" of the origin an http:// request goes to, the key of its concurrency limit in
   /// stage 4; empty for CONNECT (a tunnel, no request in flight), origin-form (the proxy's own
-  /// /metrics), another scheme, or a head that is not complete.
+  /// /metrics), another scheme, a head that is not complete, or one the proxy refuses itself.
   [[nodiscard]] std::string origin() const;
 };
 

@@ -32,6 +32,7 @@ bool relay_interim(Context& ctx, const ResponseHead& head) {
 enum class HeadRead {
   complete,
   answered,  // failed, and the client has been answered (or the wait was cut)
+  abandoned,  // the client hung up (or shutdown cut the wait) before the origin answered
   closed_unanswered  // the origin closed or reset before any byte: not answered yet
 };
 
@@ -76,7 +77,7 @@ HeadRead read_head_once(Context& ctx, const Socket& origin, std::string& buffer,
           log_failure(ctx, "client hung up (or shutdown cut the wait) before the origin "
                            "answered; origin request dropped, nothing stored");
         }
-        return HeadRead::answered;
+        return HeadRead::abandoned;
       case IoStatus::eof:
       case IoStatus::error:
         if (!any_byte) {
@@ -147,6 +148,10 @@ bool read_response_head(Context& ctx, OriginConnection& origin, std::string& buf
   if (got == HeadRead::closed_unanswered && origin.reused && origin.may_retry) {
     if (!retry_on_new_connection(ctx, origin)) return false;
     got = read_head_once(ctx, origin.socket, buffer, head, head_bytes, closed_by);
+  }
+  if (got == HeadRead::abandoned && ctx.options.keep_abandoned) {
+    // The origin may still be serving it: whoever keeps the connection knows when it is done.
+    ctx.options.keep_abandoned(std::move(origin.socket));
   }
   if (got == HeadRead::closed_unanswered) {
     reply_error(ctx, 502, closed_by == IoStatus::eof

@@ -80,6 +80,11 @@ struct ProxyOptions {
   /// default, half_closed_clients off): a client cannot be told apart from one that closed.
   /// Off for stages 1-3 (their lesson keeps every request to its end); stage 4 sets it.
   bool drop_abandoned = false;
+  /// With drop_abandoned, when set: the connection of an origin request dropped that way is
+  /// handed here instead of closed, since the origin may still be serving the request (stage 4
+  /// keeps its origin's permit until the origin answers on it). Called on the thread that
+  /// dropped it; the callee owns the socket. Empty: the connection closes.
+  std::function<void(Socket)> keep_abandoned;
   /// Persistent origin connections (RFC 9112 §9.3), when set: a request goes out without
   /// `Connection: close` on a kept connection to its origin (or a new one), and a connection
   /// whose response ended whole and may carry another request is given back to this pool. A

@@ -239,6 +239,7 @@ bool finish_miss(ClientConnection& connection, PendingMiss miss, Cache& cache,
       // Nothing has gone to the client yet: it is closed, as a worker's own wait ends.
       log_failure(ctx, "client hung up (or shutdown cut the wait) before the origin answered; "
                        "origin request dropped, nothing stored");
+      if (options.keep_abandoned) options.keep_abandoned(std::move(miss->origin.socket));
       ctx.persistent = false;
       return end_request(client, ctx, true);
     }

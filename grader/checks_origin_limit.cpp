@@ -4,7 +4,8 @@
 // it wrong have a planted bug each (grader/mutants/): a path that sends misses past the limit
 // (poller-ignores-limit), a permit not given back when its request ends unanswered
 // (permit-leak), one given back when its client hangs up while the origin still serves the
-// request (permit-freed-on-hang-up), and hits that wait for the limit as misses do (hits-wait). Each fails its own
+// request, on the poller or on a worker (permit-freed-on-hang-up, worker-permit-freed-on-hang-up),
+// and hits that wait for the limit as misses do (hits-wait). Each fails its own
 // line below, and traps.cpp names the trap from which line failed.
 #include <cmath>
 #include <sstream>
@@ -198,6 +199,36 @@ void expect_permits_come_back(Verdict& v, const StageInfo& stage, const CheckCon
              : next ? describe(*next)
                     : err);
   }
+  // The same hang-up on a worker: a HEAD always goes to one. Its origin connection must outlive
+  // the client, with the permit, until the origin has answered.
+  const auto in_service = [&] {
+    return nlohmann::json::parse(origin.load_json())["in_service"].get<int>();
+  };
+  origin.end_stalled();
+  const bool idle = eventually([&] { return in_service() == 0; }, kPermit);
+  [[maybe_unused]] const std::string reset = origin.load_json(/*reset_peak=*/true);
+  bool worker_held = false;
+  {
+    proxy::Socket head = testing_support::send_request(
+        port, "HEAD " + base + "/delay/1500/bytes/10?worker HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+              "Connection: close\r\n\r\n");
+    worker_held = eventually([&] { return in_service() == 1; }, kPermit);
+  }  // hangs up while the origin serves it
+  auto after_worker = worker_held && idle
+                          ? try_fetch(port, base + "/bytes/13?after-worker", err, kPermit)
+                          : std::nullopt;
+  const int worker_peak = peak_in_service(origin);
+  v.expect(idle && worker_held && after_worker && after_worker->status == 200 && worker_peak <= 1,
+           "a worker's client hang-up does not give the permit back while the origin still "
+           "serves its request: a HEAD's client goes, and the next miss reaches the origin only "
+           "once the HEAD is done (at most 1 in service)",
+           !idle           ? "the origin still had requests in service 10 s after they ended"
+           : !worker_held  ? "the HEAD never reached the origin"
+           : !after_worker ? err
+           : worker_peak > 1
+               ? "the origin had " + std::to_string(worker_peak) +
+                     " in service at once under --origin-limit 1"
+               : describe(*after_worker));
   auto elsewhere =
       try_fetch(port, "http://127.0.0.1:" + std::to_string(other.port()) + "/bytes/11", err, kLive);
   v.expect(elsewhere && elsewhere->status == 200,

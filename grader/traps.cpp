@@ -319,7 +319,8 @@ std::string origin_limit_trap(const std::string& output) {
     return "origin-limit-bypassed";
   }
   // The waiting miss reached the origin while the hung-up /stall was still in service there.
-  if (has("[FAIL] a client's hang-up does not give the permit back")) {
+  if (has("[FAIL] a client's hang-up does not give the permit back") ||
+      has("[FAIL] a worker's client hang-up does not give the permit back")) {
     return "permit-freed-on-hang-up";
   }
   // One origin starved after a hang-up while another is served: its permit is gone.

@@ -562,6 +562,9 @@ std::string origin_limit_run(const std::vector<std::string>& failed) {
       "miss is answered 200, byte-exact, within 10 s",
       "a permit comes back when its client hangs up and its origin ends it (round 2): the next "
       "miss is answered within 10 s",
+      "a worker's client hang-up does not give the permit back while the origin still serves "
+      "its request: a HEAD's client goes, and the next miss reaches the origin only once the "
+      "HEAD is done (at most 1 in service)",
       "meanwhile another origin is served within 5 s (the stage itself is not stuck)",
   };
   return check_run(lines, failed);
@@ -593,6 +596,10 @@ TEST(TrapHints, AnOriginStarvedAfterAHangUpIsAPermitLeak) {
 TEST(TrapHints, AMissLetInAtAHangUpIsAPermitFreedOnHangUp) {
   EXPECT_EQ(classify_trap("origin-limit",
                           origin_limit_run({"a client's hang-up does not give the permit back"})),
+            "permit-freed-on-hang-up");
+  // worker-permit-freed-on-hang-up.patch: the same on a worker's request.
+  EXPECT_EQ(classify_trap("origin-limit",
+                          origin_limit_run({"a worker's client hang-up does not give the permit"})),
             "permit-freed-on-hang-up");
 }
 

@@ -111,13 +111,17 @@ void TunedServer::abandon_miss(Idle& idle, int fd) {
   log_line("client " + client.connection.peer() + " hung up before the origin answered; its " +
            "answer will be read and dropped, nothing stored, and its origin's permit held until " +
            "then");
-  orphans_.emplace(origin, Orphan{std::move(client.miss), std::move(client.permit),
+  orphans_.emplace(origin, Orphan{std::move(client.miss), Socket(), std::move(client.permit),
                                   client.origin_progress});
   free_slot(fd);
 }
 
 void TunedServer::orphan_readable(int origin) {
   auto it = orphans_.find(origin);
+  if (!it->second.miss) {  // a worker's: any byte, or the close, says the origin is done
+    orphans_.erase(it);
+    return;
+  }
   bool progressed = false;
   const MissRead read = read_miss_now(*it->second.miss, progressed);
   if (progressed) it->second.progress = Clock::now();
@@ -125,6 +129,34 @@ void TunedServer::orphan_readable(int origin) {
   // Answered (whole, or far enough that the origin is done with it): the permit goes back
   // without a sample, as for any dropped request, and the connection closes, leaving epoll.
   orphans_.erase(it);
+}
+
+void TunedServer::keep_permit_until_answered(Socket origin, OriginPermit permit) {
+  if (!origin.valid()) return;  // the permit goes back now, with no sample
+  {
+    std::lock_guard lock(returned_mutex_);
+    handed_orphans_.push_back(
+        Orphan{PendingMiss(), std::move(origin), std::move(permit), Clock::now()});
+  }
+  std::uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
+}
+
+void TunedServer::adopt_orphans() {
+  std::vector<Orphan> handed;
+  {
+    std::lock_guard lock(returned_mutex_);
+    handed.swap(handed_orphans_);
+  }
+  for (Orphan& orphan : handed) {
+    const int fd = orphan.socket.fd();
+    epoll_event event{};
+    event.events = EPOLLIN | EPOLLRDHUP;
+    event.data.fd = fd;
+    // Unwatched, its permit could only wait for the timeout: it goes back now instead.
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event) != 0) continue;
+    orphans_.emplace(fd, std::move(orphan));
+  }
 }
 
 void TunedServer::time_out_orphans(Clock::time_point now) {

@@ -75,6 +75,10 @@ QueueDelayOptions shedder_options(const TunedConfig& config) {
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+// The origin connection of the request this worker thread just dropped because its client hung
+// up (ProxyOptions::keep_abandoned), until serve() hands it to the poller with the permit.
+thread_local std::optional<Socket> t_abandoned_origin;
+
 // Keeps --max-connections and the idle origin pool within what RLIMIT_NOFILE allows
 // (machine_limits.h): past it accept fails with EMFILE and clients wait in the backlog
 // unanswered; within it they get a 503 from the connection cap.
@@ -123,6 +127,9 @@ TunedServer::TunedServer(Server& server, const TunedConfig& config)
                              ? config_.max_tunnels
                              : std::max<std::size_t>(1, config_.max_connections / 2);
   options_.metrics = [this] { return metrics_text(); };
+  if (config_.origin_limit) {
+    options_.keep_abandoned = [](Socket origin) { t_abandoned_origin = std::move(origin); };
+  }
   if (config_.origin_reuse) {
     origin_pool_.emplace(config_.origin_limits);
     options_.origin_pool = &*origin_pool_;
@@ -201,6 +208,10 @@ void TunedServer::run() {
   idle_count_.store(0);
   origin_queues_.clear();
   orphans_.clear();  // their clients are gone: nothing to finish
+  {
+    std::lock_guard lock(returned_mutex_);
+    handed_orphans_.clear();
+  }
   for (Job& job : pool_.close()) {
     reply_overloaded(job.client.connection.release(), server_.stats(), "shutting down",
                      "still queued for a worker");
@@ -447,6 +458,14 @@ void TunedServer::serve(Job job) {
       worker_nanoseconds_.fetch_add(static_cast<std::uint64_t>(took.count()),
                                     std::memory_order_relaxed);
     }
+    // Its client hung up while the origin still served it: the permit stays taken until the
+    // origin is done with it, which the poller watches for (poller_misses.cpp).
+    if (t_abandoned_origin) {
+      if (client.permit) {
+        keep_permit_until_answered(std::move(*t_abandoned_origin), std::move(client.permit));
+      }
+      t_abandoned_origin.reset();
+    }
     // Its answer is out: the next request to that origin may go.
     client.permit.finish(!origin_failed(connection.last_status()));
     if (!open) return;                         // closed by serve_request
@@ -473,6 +492,7 @@ void TunedServer::take_returned() {
     back.swap(returned_);
   }
   for (Client& client : back) park(std::move(client));
+  adopt_orphans();
   // A permit given back to an origin with requests waiting wakes the poller through here too.
   if (config_.origin_limit) admit_waiting(Clock::now());
 }

@@ -195,7 +195,11 @@ class TunedServer {
   // The client of a poller miss hung up: the request is dropped, but while the origin is still
   // serving it, it still counts against the origin's limit.
   void abandon_miss(Idle& idle, int fd);
-  void orphan_readable(int origin_fd);    // an abandoned miss's origin answered (some of it)
+  void orphan_readable(int origin_fd);    // an abandoned request's origin answered (some of it)
+  // On a worker: its request's origin connection, dropped because the client hung up, goes to
+  // the poller with the permit (`origin` invalid: nothing to wait for, the permit goes back).
+  void keep_permit_until_answered(Socket origin, OriginPermit permit);
+  void adopt_orphans();                   // on the poller: what workers handed over
   void time_out_orphans(std::chrono::steady_clock::time_point now);
   void free_slot(int fd);                 // the connection is a worker's now, or closed
   // What is left of --origin-timeout-ms at `now` since the last byte of client.miss's origin.
@@ -249,12 +253,16 @@ class TunedServer {
   std::vector<std::unique_ptr<Idle>> idle_;  // indexed by fd; null where none
   std::unordered_map<const OriginGate*, OriginQueue> origin_queues_;
   std::vector<int> origin_owner_;  // indexed by an origin's fd: its miss's client fd, or -1
-  // A miss whose client hung up while its origin was still serving it, keyed by the origin
+  // A request whose client hung up while its origin was still serving it, keyed by the origin
   // connection's fd: its answer is read and thrown away, and its permit is given back only when
   // the origin is done (or timed out). Giving it back at the hang-up would let one more request
-  // in while the origin still serves this one — past the limit, as counted at the origin.
+  // in while the origin still serves this one — past the limit, as counted at the origin. A
+  // poller miss keeps its `miss` and is done when its answer is whole; a worker's request (its
+  // connection handed over by ProxyOptions::keep_abandoned) has only its `socket`, and is done
+  // at the origin's first byte or close: the origin has finished serving it by then.
   struct Orphan {
     PendingMiss miss;
+    Socket socket;
     OriginPermit permit;
     std::chrono::steady_clock::time_point progress;  // the origin's last byte, or when sent
   };
@@ -278,8 +286,9 @@ class TunedServer {
   // When each queued job was queued, oldest first: the front's age is the queueing delay.
   std::deque<std::chrono::steady_clock::time_point> waiting_;
 
-  std::mutex returned_mutex_;  // guards returned_
+  std::mutex returned_mutex_;  // guards returned_ and handed_orphans_
   std::vector<Client> returned_;  // connections workers finished with, still open
+  std::vector<Orphan> handed_orphans_;  // worker requests whose clients hung up (keep_abandoned)
 
   std::optional<OriginPool> origin_pool_;  // before pool_: the workers use it
   TunnelRelay tunnels_;  // before pool_: workers hand tunnels to it until they are joined

@@ -82,6 +82,37 @@ TEST_P(TunedStage, AnswersAHitWhileItsOriginsLimitIsFull) {
   EXPECT_EQ(origin_->request_count("/bytes/7"), 0u) << "the miss went past the limit";
 }
 
+// The same on a worker: with no kept origin connection the miss goes to a worker, which drops
+// the request when its client hangs up but hands the origin connection to the poller, and the
+// permit with it, until the origin answers. Without that, every impatient client would let one
+// more request in, and a thrashing origin would fill with work nobody waits for.
+TEST_P(TunedStage, AWorkersClientThatHangsUpKeepsItsPermitUntilTheOriginAnswers) {
+  start_stage({"--origin-limit", "1", "--origin-timeout-ms", "60000"});
+  for (const std::string method : {"GET", "HEAD"}) {
+    ASSERT_EQ(nlohmann::json::parse(origin_->load_json(true))["in_service"].get<int>(), 0);
+    {
+      proxy::Socket holder = send_request(
+          proxy_port(), method + " " + origin_url("/delay/1500/bytes/10?held-" + method) +
+                            " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+      ASSERT_TRUE(wait_until(
+          [&] { return nlohmann::json::parse(origin_->load_json())["in_service"] == 1; },
+          kDeadline));
+    }  // hangs up while the origin serves it
+    proxy::Socket waiter =
+        send_request(proxy_port(), proxy_get(origin_url("/bytes/7?after-" + method)));
+    std::optional<HttpResponse> answer = read_response(waiter, kDeadline);
+    ASSERT_TRUE(answer.has_value());
+    EXPECT_EQ(answer->status, 200);
+    EXPECT_EQ(peak_in_service(*origin_), 1)
+        << method << ": a worker gave the permit back at the hang-up while the origin still "
+        << "served its request";
+    // Until the next round starts from nothing in service.
+    ASSERT_TRUE(wait_until(
+        [&] { return nlohmann::json::parse(origin_->load_json())["in_service"] == 0; },
+        kDeadline));
+  }
+}
+
 // A client that hangs up does not end its request at the origin, which goes on serving it: the
 // permit stays taken until the origin has answered, so the request waiting behind it reaches
 // the origin only then — never two in service at once under --origin-limit 1.
@@ -104,6 +135,21 @@ TEST_P(TunedStage, AClientThatHangsUpKeepsItsPermitUntilTheOriginAnswers) {
   EXPECT_EQ(peak_in_service(*origin_), 1)
       << "a hang-up gave its permit back while the origin still served its request";
   EXPECT_THAT(stage_log(), testing::HasSubstr("its origin's permit held until then"));
+}
+
+// A request the proxy refuses itself (two Host fields, RFC 9112 §3.2) never reaches its origin,
+// so it takes no permit: its 400 comes at once though the origin's only permit is held.
+TEST_P(TunedStage, ARefusedRequestDoesNotWaitForItsOriginsLimit) {
+  start_stage({"--origin-limit", "1", "--origin-timeout-ms", "60000"});
+  proxy::Socket holder = send_request(proxy_port(), proxy_get(origin_url("/stall")));
+  ASSERT_TRUE(origin_->wait_for_requests("/stall", 1, kDeadline));
+  proxy::Socket refused = send_request(
+      proxy_port(), "GET " + origin_url("/bytes/5") +
+                        " HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: example.org\r\n\r\n");
+  std::optional<HttpResponse> answer = read_response(refused, kLive);
+  ASSERT_TRUE(answer.has_value()) << "a request refused with 400 waited for its origin's limit";
+  EXPECT_EQ(answer->status, 400);
+  EXPECT_EQ(origin_->request_count("/bytes/5"), 0u);
 }
 
 // Each origin has its own limit: one full of silent requests, with more waiting for it, takes

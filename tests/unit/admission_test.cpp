@@ -132,10 +132,12 @@ TEST_F(Admission, ClassifiesEachRequestOnceWithItsRoutePathAndOrigin) {
     if (c.route == Route::refuse) {
       EXPECT_EQ(verdict.error_status, c.worker_status);
     }
-    // The key of the origin's concurrency limit: none for a tunnel, /metrics or a bad head.
+    // The key of the origin's concurrency limit: none for a tunnel, /metrics, a bad head, or a
+    // request the proxy refuses itself (it never reaches the origin, so it takes no permit).
     const bool to_an_origin = verdict.status == ParseStatus::complete &&
                               c.route != Route::tunnel && c.route != Route::metrics &&
-                              c.name != "origin-form" && c.name != "CONNECT without Host";
+                              c.route != Route::refuse && c.name != "origin-form" &&
+                              c.name != "CONNECT without Host";
     EXPECT_EQ(verdict.origin(), to_an_origin ? authority() : "");
   }
   // An incomplete head is judged only once it is whole.
