@@ -319,8 +319,13 @@ std::string origin_limit_trap(const std::string& output) {
     return "origin-limit-bypassed";
   }
   // The waiting miss reached the origin while the hung-up /stall was still in service there.
-  if (has("[FAIL] a client's hang-up does not give the permit back") ||
-      has("[FAIL] a worker's client hang-up does not give the permit back")) {
+  if (has("[FAIL] a client's hang-up does not give the permit back")) {
+    return "permit-freed-on-hang-up";
+  }
+  // The same on a worker — unless permits stopped coming back at all (a leak starves that line
+  // too, below).
+  if (has("[FAIL] a worker's client hang-up does not give the permit back") &&
+      has("[pass] a permit comes back when its request ends")) {
     return "permit-freed-on-hang-up";
   }
   // One origin starved after a hang-up while another is served: its permit is gone.

@@ -589,6 +589,10 @@ TEST(TrapHints, MoreAtTheOriginThanTheLimitIsTheLimitBypassed) {
 TEST(TrapHints, AnOriginStarvedAfterAHangUpIsAPermitLeak) {
   EXPECT_EQ(classify_trap("origin-limit", origin_limit_run({"a permit comes back"})),
             "permit-leak");
+  // The worker's hang-up line after it starves as well: still the leak.
+  EXPECT_EQ(classify_trap("origin-limit",
+                          origin_limit_run({"a permit comes back", "a worker's client hang-up"})),
+            "permit-leak");
 }
 
 // permit-freed-on-hang-up.patch: the waiting miss reached the origin the moment the /stall's
