@@ -69,8 +69,9 @@ int run(int argc, char** argv) {
   std::string overload = "queue";
   app.add_option("--overload", overload,
                  "Past --capacity: queue (wait in FIFO order: throughput flat), thrash (each "
-                 "request slows as (n/K)^2: throughput peaks at K, halves at 2K) or fail (503 "
-                 "past K); change at run time with /__load?law=L&capacity=K")
+                 "request slows as (n/K)^2: throughput peaks at K, halves at 2K; from n = K on "
+                 "one request in 20 takes 4x as long, fewer below) or fail (503 past K); change "
+                 "at run time with /__load?law=L&capacity=K")
       ->capture_default_str()
       ->check(CLI::IsMember({"queue", "thrash", "fail"}));
   app.add_option("--delay-ms", options.default_delay_ms, "Latency added to every path, in ms")
