@@ -220,6 +220,7 @@ void TunedServer::run() {
     // Blocking here, one after another: Shutdown cuts every wait at the end of its grace period.
     finish_miss(client.connection, std::move(client.miss), server_.cache(), options_,
                 server_.stats(), origin_wait_left(client, Clock::now()));
+    t_abandoned_origin.reset();  // a client that hung up meanwhile: nobody waits on its origin now
   }
   pool_.shutdown();
   std::lock_guard lock(returned_mutex_);
