@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stage 4's run for its README: the origin alone, stage 3, stage 4 (auto and fixed) and the
+# Stage 4's runs (docs/stage4-runs.md): the origin alone, stage 3, stage 4 (auto and fixed) and the
 # peers (squid, nginx proxy_cache, Varnish) side by side in ONE run, driven by wrk and the shared
 # bench/wrk/proxy.lua. Prints one TSV line per measurement: scenario, server, requests/s
 # (answered: 2xx/3xx), p50 ms, p99 ms, errors (socket), non-2xx (503s), peak RSS KiB, and the CPU

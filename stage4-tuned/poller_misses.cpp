@@ -2,7 +2,7 @@
 // origin connection, waits for the answer in epoll beside every other connection, and relays it
 // once it has arrived whole. A miss on a worker costs that worker the origin's whole delay and a
 // wake-up when the answer comes, and the poller another when the connection comes back: most of
-// what a miss costs the proxy (stage4-tuned/README.md, "Which wake-ups cost"). Anything the
+// what a miss costs the proxy (docs/stage4-runs.md, "Which wake-ups cost"). Anything the
 // poller cannot finish without blocking goes to a worker, which goes on from where it is.
 // tuned_server.cpp calls in at five places: readable() starts a miss or abandons one whose
 // client hung up, run() routes its origin's events here, close_idle() and housekeeping() time
