@@ -33,7 +33,8 @@ help:
 	@echo "make soak       a mixed load against stages 3 and 4 for SOAK_SECONDS=N each; RSS and fds must stay flat"
 	@echo "make e2e        the browser check: headless Chromium loads a page through every stage (installs chromium)"
 	@echo "make deps       install every Debian package the project uses"
-	@echo "make clean      remove build/"
+	@echo "make clean      remove build/ and this tree's own grader builds (make grade, grade-mutants: ~/.cache/proxy-grader/NAME-HASH/)"
+	@echo "make clean-grade [LAB=N]   remove this tree's grader builds and the lab builds of make grade LAB=N (~/.cache/proxy-grader/labs/[labN/]), shared by every tree grading a lab on this machine"
 
 deps:
 	scripts/install-deps
@@ -95,8 +96,10 @@ bench-dispatch: release
 	cmake --build --preset release -j $(JOBS) --target dispatch-bench
 	build/release/bin/dispatch-bench $(BENCH_ARGS)
 
+# Also this tree's own grader builds (GRADE_TREE_DIR, below): no other tree builds there.
 clean:
 	rm -rf build
+	$(if $(GRADE_TREE_NAME),rm -rf '$(call sq,$(GRADE_TREE_DIR))')
 
 # --- Load measurements (docs/results.md): `make sweep`, `make bench` ----------------------
 # Both need wrk and gnuplot (scripts/install-deps bench); `make bench PEERS=1` also squid,
@@ -183,7 +186,22 @@ GRADE_FLAGS = --submission $(SUBMISSION) $(if $(STAGES),--stages $(STAGES)) \
 	$(if $(LAB),--lab $(LAB) --build-dir $(or $(GRADE_BUILD_DIR),$(GRADE_CACHE)/labs)) \
 	$(if $(filter 1,$(QUICK)),--quick) $(if $(RUBRIC),--rubric $(RUBRIC)) \
 	$(if $(and $(LAB),$(filter .,$(SUBMISSION)),$(wildcard build/release/.ninja_deps)),--reuse-build $(CURDIR)/build/release)
-.PHONY: grade grade-mutants grade-modes-check grader
+.PHONY: grade grade-mutants grade-modes-check grader clean-grade
+
+# The folder where the grader builds this tree (SUBMISSION=.) in stage mode and for the mutants,
+# named as grader/build.cpp's build_folder_name names it: the tree's name, then the first 8 hex
+# digits of the 64-bit FNV-1a hash of its path (bash: the hash needs its 64-bit arithmetic).
+sq = $(subst ','\'',$(1))
+GRADE_TREE_NAME = $(shell bash -c 'h=-3750763034362895579; for c in $$(printf %s "$$0" | od -An -tu1 -v); \
+  do h=$$(( (h ^ c) * 1099511628211 )); done; printf %s-%.8s "$$(basename -- "$$0")" $$(printf %016x $$h)' '$(call sq,$(CURDIR))')
+GRADE_TREE_DIR = $(GRADE_CACHE)/$(GRADE_TREE_NAME)
+
+# make clean-grade [LAB=N]: this tree's grader builds and the lab builds (lab N's alone with LAB),
+# which every tree that grades a lab on this machine shares; a GRADE_BUILD_DIR is left alone.
+clean-grade:
+	@case '$(call sq,$(LAB))' in *[!0-9]*) echo "make clean-grade: LAB=$(LAB) is not a lab number" >&2; exit 2;; esac
+	$(if $(GRADE_TREE_NAME),rm -rf '$(call sq,$(GRADE_TREE_DIR))')
+	rm -rf '$(call sq,$(GRADE_CACHE))/labs$(if $(LAB),/lab$(LAB))'
 
 grader: build/release/build.ninja
 	@scripts/install-deps --if-missing build grade
