@@ -53,6 +53,7 @@ TunedServer::Admission TunedServer::admit(Idle& idle, int fd) {
   queue->second.waiting.push_back(fd);
   gates_.add_waiting(*gate, 1);
   idle.waiting_since = Clock::now();
+  idle.state = ParkedState::awaiting_permit;
   return Admission::wait;
 }
 

@@ -47,6 +47,7 @@ bool TunedServer::start_miss(Idle& idle, int fd) {
   origin_owner_[index] = fd;
   client.miss_sent = client.origin_progress = Clock::now();
   client.answer_began = {};
+  idle.state = ParkedState::awaiting_origin;
   misses_waiting_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
@@ -60,6 +61,7 @@ void TunedServer::origin_readable(int origin) {
   if (progressed) idle.client.origin_progress = now;
   if (read == MissRead::arriving && idle.client.answer_began == Clock::time_point{}) {
     idle.client.answer_began = now;  // its head is here: close_idle hands a slow body on
+    idle.state = ParkedState::receiving_body;
   }
   if (read == MissRead::waiting || read == MissRead::arriving) return;
   // Out of epoll before the connection can go back to the origin pool, and another thread.
@@ -83,6 +85,7 @@ void TunedServer::origin_readable(int origin) {
   poller_misses_.fetch_add(1, std::memory_order_relaxed);
   idle.since = now;  // the idle timeout runs from the last response
   if (!idle.head.empty()) idle.first_byte = now;  // a pipelined head: its own client timeout
+  idle.state = client_wait(idle);
   // Then as for any parked connection: the rest of this response, or the next request — one
   // already read (pipelined), one arrived meanwhile, or a wait in epoll for it.
   readable(fd);

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -95,6 +96,19 @@ TunedConfig fit_to_descriptors(TunedConfig config) {
   config.origin_limits.per_origin =
       std::min(config.origin_limits.per_origin, config.origin_limits.total);
   return config;
+}
+
+// The state a parked connection's fields imply, for asserting that the explicit one agrees.
+template <typename Parked>
+auto implied_state(const Parked& idle) -> decltype(idle.state) {
+  using State = decltype(idle.state);
+  if (idle.waiting_since != Clock::time_point{}) return State::awaiting_permit;
+  if (idle.client.miss) {
+    return idle.client.answer_began != Clock::time_point{} ? State::receiving_body
+                                                           : State::awaiting_origin;
+  }
+  if (idle.client.connection.has_unsent()) return State::sending_response;
+  return idle.head.empty() ? State::idle : State::reading_head;
 }
 
 }  // namespace
@@ -195,6 +209,7 @@ void TunedServer::run() {
   epoll_control(epoll_fd_, EPOLL_CTL_DEL, listener, 0);
   std::vector<Client> in_flight;  // misses the poller sent: they finish, as a worker's do
   for (std::unique_ptr<Idle>& idle : idle_) {
+    assert(!idle || idle->state == implied_state(*idle));
     if (idle && idle->waiting_since != Clock::time_point{}) {
       reply_overloaded(idle->client.connection.release(), server_.stats(), "shutting down",
                        "still waiting for its origin's limit");
@@ -288,6 +303,7 @@ void TunedServer::park(Client client) {
   // admits each request to its origin's limit (origin_admission.cpp).
   std::string head = client.connection.take_buffered();
   idle_[index] = std::make_unique<Idle>(Idle{std::move(client), now, now, std::move(head), {}});
+  idle_[index]->state = client_wait(*idle_[index]);
   idle_count_.fetch_add(1, std::memory_order_relaxed);
   readable(fd);
 }
@@ -296,6 +312,7 @@ void TunedServer::readable(int fd) {
   const auto index = static_cast<std::size_t>(fd);
   if (index >= idle_.size() || !idle_[index]) return;
   Idle& idle = *idle_[index];
+  assert(idle.state == implied_state(idle));
   if (idle.client.miss) {
     // Its miss is watched for the client's hang-up only (start_miss): the origin request is
     // dropped, as a worker drops it (ProxyOptions::drop_abandoned). But an event epoll_wait
@@ -324,6 +341,11 @@ void TunedServer::readable(int fd) {
   go_on(idle, fd, state);
 }
 
+TunedServer::ParkedState TunedServer::client_wait(const Idle& idle) noexcept {
+  if (idle.client.connection.has_unsent()) return ParkedState::sending_response;
+  return idle.head.empty() ? ParkedState::idle : ParkedState::reading_head;
+}
+
 void TunedServer::go_on(Idle& idle, int fd, HeadState state) {
   const auto index = static_cast<std::size_t>(fd);
   // A plain miss whose origin has a kept connection: sent from here (poller_misses.cpp).
@@ -342,8 +364,9 @@ void TunedServer::go_on(Idle& idle, int fd, HeadState state) {
       // Once added, a connection stays in the set (EPOLLONESHOT disarms it while a worker has
       // it) until it closes, so coming back costs one MOD.
       Client& client = idle.client;
+      idle.state = client_wait(idle);
       const std::uint32_t events =
-          client.connection.has_unsent() ? kUnsentEvents : kParkedEvents;
+          idle.state == ParkedState::sending_response ? kUnsentEvents : kParkedEvents;
       if (epoll_client(epoll_fd_, client.in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, events)) {
         client.in_epoll = true;
         return;
@@ -503,6 +526,7 @@ void TunedServer::close_idle(Clock::time_point now) {
   // vector costs.
   for (std::unique_ptr<Idle>& idle : idle_) {
     if (!idle) continue;
+    assert(idle->state == implied_state(*idle));
     if (idle->waiting_since != Clock::time_point{}) continue;  // admit_waiting sheds it, or not
     if (idle->client.miss) {
       // No byte from its origin for the origin timeout: a worker answers 504 (or cuts a stalled

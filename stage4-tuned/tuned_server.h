@@ -149,6 +149,17 @@ class TunedServer {
     }
     std::atomic<std::size_t>* open_;
   };
+  // What a connection the poller holds waits for. Each state has its own deadline, and only
+  // the poller reads or sets it: where the connection goes back to epoll (client_wait), joins
+  // its origin's queue (admit), sends a miss (start_miss), or its origin's answer head arrives.
+  enum class ParkedState {
+    idle,              // between requests, no byte of the next one yet (--idle-timeout-ms)
+    reading_head,      // part of a request head here (--client-timeout-ms, then 408)
+    sending_response,  // a response the socket did not take whole, sent as the client reads it
+    awaiting_permit,   // a whole head in its origin's queue (origin_queues_, admit_waiting)
+    awaiting_origin,   // a poller miss sent, its answer's head not here yet (--origin-timeout-ms)
+    receiving_body,    // that answer's head here, its body not whole: a worker takes it a tick on
+  };
   // A connection between requests, owned by the poller: parked in epoll, and reading its next
   // request head there (`head` holds what has arrived of it).
   struct Idle {
@@ -162,6 +173,7 @@ class TunedServer {
     // that head is whole (classify_head) and carried — to the hit, the origin's limit, the miss,
     // or a worker — until the request leaves the poller; empty until then.
     std::optional<ClassifiedRequest> front{};
+    ParkedState state = ParkedState::idle;
   };
   // The requests waiting for one origin's limit, oldest first (descriptors into idle_), and
   // that queue's own CoDel: a collapsing origin's standing queue sheds its own newcomers, never
@@ -205,6 +217,9 @@ class TunedServer {
   // What is left of --origin-timeout-ms at `now` since the last byte of client.miss's origin.
   [[nodiscard]] Millis origin_wait_left(const Client& client,
                                         std::chrono::steady_clock::time_point now) const;
+  // What a connection with no request in the poller's hands waits for in epoll: the client to
+  // read the rest of a response, the rest of a head, or a next request.
+  static ParkedState client_wait(const Idle& idle) noexcept;
   HeadState read_head(Idle& idle);    // on the poller: reads what has arrived, never waits
   // On the poller: classifies a whole head at the front of idle.head once (idle.front); `wait`
   // is returned while it is not whole.
