@@ -81,7 +81,6 @@ void TunedServer::admit_waiting(Clock::time_point now) {
       // behind, and its permit goes to the next.
       const bool late =
           queue.shedder.dropping() && now - idle.waiting_since > config_.origin_queue_delay;
-      idle.waiting_since = {};
       if (late) {
         shed(idle.client.connection.release(),
              "waited past --origin-queue-ms while its origin's queue stood (CoDel)");

@@ -46,7 +46,6 @@ bool TunedServer::start_miss(Idle& idle, int fd) {
   if (index >= origin_owner_.size()) origin_owner_.resize(index + 1, -1);
   origin_owner_[index] = fd;
   client.miss_sent = client.origin_progress = Clock::now();
-  client.answer_began = {};
   idle.state = ParkedState::awaiting_origin;
   misses_waiting_.fetch_add(1, std::memory_order_relaxed);
   return true;
@@ -59,9 +58,9 @@ void TunedServer::origin_readable(int origin) {
   const MissRead read = read_miss_now(*idle.client.miss, progressed);
   const auto now = Clock::now();
   if (progressed) idle.client.origin_progress = now;
-  if (read == MissRead::arriving && idle.client.answer_began == Clock::time_point{}) {
-    idle.client.answer_began = now;  // its head is here: close_idle hands a slow body on
-    idle.state = ParkedState::receiving_body;
+  if (read == MissRead::arriving && idle.state == ParkedState::awaiting_origin) {
+    idle.state = ParkedState::receiving_body;  // close_idle hands a slow body on
+    idle.answer_began = now;
   }
   if (read == MissRead::waiting || read == MissRead::arriving) return;
   // Out of epoll before the connection can go back to the origin pool, and another thread.

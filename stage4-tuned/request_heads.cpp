@@ -82,14 +82,14 @@ TunedServer::HeadState TunedServer::classify_head(Idle& idle, HeadState wait) {
 // (slow-loris clients cannot hold the pool). The bytes fit an empty send buffer; what the
 // client sent has been read, so the close is an orderly FIN, not a reset that could destroy the
 // 408. Logged at most once a second: two thousand slow clients must not flood stderr.
-void TunedServer::time_out_head(Idle& idle) {
+bool TunedServer::time_out_head(Idle& idle, Clock::time_point now) {
+  if (now - idle.first_byte < options_.client_timeout) return false;
   const Socket& socket = idle.client.connection.socket();
   server_.stats().errors.fetch_add(1, std::memory_order_relaxed);
   head_timeouts_.fetch_add(1, std::memory_order_relaxed);
   [[maybe_unused]] ssize_t sent =
       ::send(socket.fd(), k408.data(), k408.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
   socket.shutdown_write();
-  const auto now = Clock::now();
   if (now >= next_408_log_) {
     std::string line = "client " + idle.client.connection.peer() +
                        ": 408 request head not received in time";
@@ -100,6 +100,7 @@ void TunedServer::time_out_head(Idle& idle) {
   } else {
     ++unlogged_408_;
   }
+  return true;
 }
 
 // A hit answered here, on the poller (serve_hit_now): a cache's most common request costs no

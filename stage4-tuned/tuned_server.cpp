@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cassert>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -96,19 +95,6 @@ TunedConfig fit_to_descriptors(TunedConfig config) {
   config.origin_limits.per_origin =
       std::min(config.origin_limits.per_origin, config.origin_limits.total);
   return config;
-}
-
-// The state a parked connection's fields imply, for asserting that the explicit one agrees.
-template <typename Parked>
-auto implied_state(const Parked& idle) -> decltype(idle.state) {
-  using State = decltype(idle.state);
-  if (idle.waiting_since != Clock::time_point{}) return State::awaiting_permit;
-  if (idle.client.miss) {
-    return idle.client.answer_began != Clock::time_point{} ? State::receiving_body
-                                                           : State::awaiting_origin;
-  }
-  if (idle.client.connection.has_unsent()) return State::sending_response;
-  return idle.head.empty() ? State::idle : State::reading_head;
 }
 
 }  // namespace
@@ -209,15 +195,22 @@ void TunedServer::run() {
   epoll_control(epoll_fd_, EPOLL_CTL_DEL, listener, 0);
   std::vector<Client> in_flight;  // misses the poller sent: they finish, as a worker's do
   for (std::unique_ptr<Idle>& idle : idle_) {
-    assert(!idle || idle->state == implied_state(*idle));
-    if (idle && idle->waiting_since != Clock::time_point{}) {
-      reply_overloaded(idle->client.connection.release(), server_.stats(), "shutting down",
-                       "still waiting for its origin's limit");
-      continue;
+    if (!idle) continue;
+    switch (idle->state) {
+      case ParkedState::awaiting_permit:
+        reply_overloaded(idle->client.connection.release(), server_.stats(), "shutting down",
+                         "still waiting for its origin's limit");
+        break;
+      case ParkedState::awaiting_origin:
+      case ParkedState::receiving_body:
+        stop_watching_origin(*idle);
+        in_flight.push_back(std::move(idle->client));
+        break;
+      case ParkedState::idle:
+      case ParkedState::reading_head:
+      case ParkedState::sending_response:
+        break;  // closed below, as idle_ is cleared
     }
-    if (!idle || !idle->client.miss) continue;
-    stop_watching_origin(*idle);
-    in_flight.push_back(std::move(idle->client));
   }
   idle_.clear();
   idle_count_.store(0);
@@ -312,25 +305,32 @@ void TunedServer::readable(int fd) {
   const auto index = static_cast<std::size_t>(fd);
   if (index >= idle_.size() || !idle_[index]) return;
   Idle& idle = *idle_[index];
-  assert(idle.state == implied_state(idle));
-  if (idle.client.miss) {
-    // Its miss is watched for the client's hang-up only (start_miss): the origin request is
-    // dropped, as a worker drops it (ProxyOptions::drop_abandoned). But an event epoll_wait
-    // returned may belong to this descriptor number's previous owner, closed earlier in the same
-    // batch — a client, or a dropped miss's origin connection — since accept(2) hands out the
-    // lowest free number at once. Only a hang-up this socket shows now counts; its own
-    // registration has not fired, so it is still armed.
-    if (!peer_hung_up(fd)) return;
-    abandon_miss(idle, fd);
-    return;
+  HeadState next = HeadState::more;
+  switch (idle.state) {
+    case ParkedState::idle:
+    case ParkedState::reading_head:
+      next = read_head(idle);
+      break;
+    case ParkedState::sending_response:
+      next = send_unsent(idle);
+      break;
+    case ParkedState::awaiting_permit:
+      // Disarmed, and a late event of a previous owner of the descriptor must not read its
+      // next request into the queue with it.
+      return;
+    case ParkedState::awaiting_origin:
+    case ParkedState::receiving_body:
+      // Its miss is watched for the client's hang-up only (start_miss): the origin request is
+      // dropped, as a worker drops it (ProxyOptions::drop_abandoned). But an event epoll_wait
+      // returned may belong to this descriptor number's previous owner, closed earlier in the
+      // same batch — a client, or a dropped miss's origin connection — since accept(2) hands out
+      // the lowest free number at once. Only a hang-up this socket shows now counts; its own
+      // registration has not fired, so it is still armed.
+      if (peer_hung_up(fd)) abandon_miss(idle, fd);
+      return;
   }
-  // Waiting for its origin's limit: disarmed, and a late event of a previous owner of the
-  // descriptor must not read its next request into the queue with it.
-  if (idle.waiting_since != Clock::time_point{}) return;
-  HeadState state =
-      idle.client.connection.has_unsent() ? send_unsent(idle) : read_head(idle);
-  if (state == HeadState::ready) state = answer_hit(idle);
-  if (state == HeadState::ready && config_.origin_limit) {
+  if (next == HeadState::ready) next = answer_hit(idle);
+  if (next == HeadState::ready && config_.origin_limit) {
     const Admission admission = admit(idle, fd);
     if (admission == Admission::wait) return;  // stays parked, disarmed, in origin_queues_
     if (admission == Admission::shed) {
@@ -338,7 +338,7 @@ void TunedServer::readable(int fd) {
       return;
     }
   }
-  go_on(idle, fd, state);
+  go_on(idle, fd, next);
 }
 
 TunedServer::ParkedState TunedServer::client_wait(const Idle& idle) noexcept {
@@ -346,11 +346,11 @@ TunedServer::ParkedState TunedServer::client_wait(const Idle& idle) noexcept {
   return idle.head.empty() ? ParkedState::idle : ParkedState::reading_head;
 }
 
-void TunedServer::go_on(Idle& idle, int fd, HeadState state) {
+void TunedServer::go_on(Idle& idle, int fd, HeadState next) {
   const auto index = static_cast<std::size_t>(fd);
   // A plain miss whose origin has a kept connection: sent from here (poller_misses.cpp).
-  if (state == HeadState::ready && config_.poller_misses && start_miss(idle, fd)) return;
-  switch (state) {
+  if (next == HeadState::ready && config_.poller_misses && start_miss(idle, fd)) return;
+  switch (next) {
     case HeadState::ready:
       dispatch(idle);
       break;
@@ -526,37 +526,63 @@ void TunedServer::close_idle(Clock::time_point now) {
   // vector costs.
   for (std::unique_ptr<Idle>& idle : idle_) {
     if (!idle) continue;
-    assert(idle->state == implied_state(*idle));
-    if (idle->waiting_since != Clock::time_point{}) continue;  // admit_waiting sheds it, or not
-    if (idle->client.miss) {
-      // No byte from its origin for the origin timeout: a worker answers 504 (or cuts a stalled
-      // body), as its own read would have.
-      const bool timed_out = now - idle->client.origin_progress >= options_.origin_timeout;
-      // A head here a tick ago with its body not whole yet is still arriving — a slow body, or
-      // a stream such as server-sent events that may never reach 128 KiB: a worker relays it as
-      // it comes, where the poller would hold all of it back until its end. A head still
-      // arriving stays here, where the origin timeout runs from its last byte.
-      const bool arriving = idle->client.answer_began != Clock::time_point{} &&
-                            now - idle->client.answer_began >= Millis{kTickMs};
-      if (!timed_out && !arriving) continue;
-      stop_watching_origin(*idle);
-      dispatch(*idle);
-    } else if (idle->client.connection.has_unsent()) {
-      // A response going out, not an idle connection: given up on only when the client took
-      // nothing for the write timeout, as a worker's write_all would be (a pipelined request
-      // behind it waits its turn, and is no slow head).
-      if (now - idle->since < options_.write_timeout) continue;
-    } else if (!idle->head.empty()) {
-      if (now - idle->first_byte < options_.client_timeout) continue;
-      time_out_head(*idle);
-    } else if (now - idle->since >= config_.idle_timeout) {
-      idle_closed_.fetch_add(1, std::memory_order_relaxed);
-    } else {
-      continue;
+    bool expired = false;
+    switch (idle->state) {
+      case ParkedState::idle:
+        expired = time_out_idle(*idle, now);
+        break;
+      case ParkedState::reading_head:
+        expired = time_out_head(*idle, now);
+        break;
+      case ParkedState::sending_response:
+        expired = time_out_send(*idle, now);
+        break;
+      case ParkedState::awaiting_permit:
+        break;  // admit_waiting sheds it, or not, by its origin's queue's own clock
+      case ParkedState::awaiting_origin:
+        expired = time_out_origin(*idle, now);
+        break;
+      case ParkedState::receiving_body:
+        expired = time_out_body(*idle, now);
+        break;
     }
+    if (!expired) continue;
     idle.reset();
     idle_count_.fetch_sub(1, std::memory_order_relaxed);
   }
+}
+
+bool TunedServer::time_out_idle(Idle& idle, Clock::time_point now) {
+  if (now - idle.since < config_.idle_timeout) return false;
+  idle_closed_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+// A response going out, not an idle connection: given up on only when the client took nothing
+// for the write timeout, as a worker's write_all would be (a pipelined request behind it waits
+// its turn, and is no slow head).
+bool TunedServer::time_out_send(Idle& idle, Clock::time_point now) {
+  return now - idle.since >= options_.write_timeout;
+}
+
+// No byte from its origin for the origin timeout: a worker answers 504 (or cuts a stalled
+// body), as its own read would have.
+bool TunedServer::time_out_origin(Idle& idle, Clock::time_point now) {
+  if (now - idle.client.origin_progress < options_.origin_timeout) return false;
+  stop_watching_origin(idle);
+  dispatch(idle);
+  return true;
+}
+
+// A head here a tick ago with its body not whole yet is still arriving — a slow body, or a
+// stream such as server-sent events that may never reach 128 KiB: a worker relays it as it
+// comes, where the poller would hold all of it back until its end. A head still arriving stays
+// here (awaiting_origin), where the origin timeout runs from its last byte.
+bool TunedServer::time_out_body(Idle& idle, Clock::time_point now) {
+  if (now - idle.answer_began < Millis{kTickMs}) return time_out_origin(idle, now);
+  stop_watching_origin(idle);
+  dispatch(idle);
+  return true;
 }
 
 }  // namespace proxy

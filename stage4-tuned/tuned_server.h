@@ -107,7 +107,6 @@ class TunedServer {
           miss(std::move(other.miss)),
           miss_sent(other.miss_sent),
           origin_progress(other.origin_progress),
-          answer_began(other.answer_began),
           permit(std::move(other.permit)),
           open_(std::exchange(other.open_, nullptr)) {}
     Client& operator=(Client&& other) noexcept {
@@ -118,7 +117,6 @@ class TunedServer {
         miss = std::move(other.miss);
         miss_sent = other.miss_sent;
         origin_progress = other.origin_progress;
-        answer_began = other.answer_began;
         permit = std::move(other.permit);
         open_ = std::exchange(other.open_, nullptr);
       }
@@ -134,9 +132,6 @@ class TunedServer {
     /// origin timeout runs from it).
     std::chrono::steady_clock::time_point miss_sent{};
     std::chrono::steady_clock::time_point origin_progress{};
-    /// When its answer's head was all here and its body not (zero until then): a body still
-    /// arriving a tick later goes to a worker, which relays it as it comes (close_idle).
-    std::chrono::steady_clock::time_point answer_began{};
     /// The request's place in its origin's limit (origin_gates.h), from admission until its
     /// answer is relayed; empty for hits, CONNECT and the proxy's own /metrics.
     OriginPermit permit;
@@ -167,13 +162,16 @@ class TunedServer {
     std::chrono::steady_clock::time_point since;       // parked at; the idle timeout runs from it
     std::chrono::steady_clock::time_point first_byte;  // of `head`; the client timeout runs from it
     std::string head;
-    // Since when its request waits for its origin's limit (origin_queues_); zero when it does not.
+    // awaiting_permit: since when its request waits for its origin's limit (origin_queues_).
     std::chrono::steady_clock::time_point waiting_since{};
     // classify's verdict on the request at the front of `head` (admission.h), made once when
     // that head is whole (classify_head) and carried — to the hit, the origin's limit, the miss,
     // or a worker — until the request leaves the poller; empty until then.
     std::optional<ClassifiedRequest> front{};
     ParkedState state = ParkedState::idle;
+    // receiving_body: when its miss's answer head was all here. A body still arriving a tick
+    // later goes to a worker, which relays it as it comes (close_idle).
+    std::chrono::steady_clock::time_point answer_began{};
   };
   // The requests waiting for one origin's limit, oldest first (descriptors into idle_), and
   // that queue's own CoDel: a collapsing origin's standing queue sheds its own newcomers, never
@@ -229,14 +227,22 @@ class TunedServer {
   void dispatch(Idle& idle);          // on the poller: a whole head is here, to a worker
   // The origin's limit (origin_gates.h), on the poller: go holds a permit (or needs none).
   Admission admit(Idle& idle, int fd);
-  void go_on(Idle& idle, int fd, HeadState state);  // after admission: poller miss, worker, close
+  void go_on(Idle& idle, int fd, HeadState next);  // after admission: poller miss, worker, close
   void admit_waiting(std::chrono::steady_clock::time_point now);
   void submit(Client client);         // on the poller: to a worker, or shed with 503
   bool enqueue(Client& client);       // on the poller: false (client untouched) when full
   void take_returned();               // on the poller
   void housekeeping(std::chrono::steady_clock::time_point now);
+  // On the poller, once a tick: each parked connection's deadline, by its state.
   void close_idle(std::chrono::steady_clock::time_point now);
-  void time_out_head(Idle& idle);     // on the poller: 408, then close
+  // close_idle's handlers, one per state with a deadline: each deals with a connection whose
+  // deadline has passed at `now` (closes it, answers 408, or hands its miss to a worker) and
+  // returns true, its slot to be freed; false leaves it parked.
+  bool time_out_idle(Idle& idle, std::chrono::steady_clock::time_point now);
+  bool time_out_head(Idle& idle, std::chrono::steady_clock::time_point now);  // 408, then close
+  bool time_out_send(Idle& idle, std::chrono::steady_clock::time_point now);
+  bool time_out_origin(Idle& idle, std::chrono::steady_clock::time_point now);
+  bool time_out_body(Idle& idle, std::chrono::steady_clock::time_point now);
   void resize_pool(std::chrono::steady_clock::time_point now, bool urgent);
   void shed(Socket socket, const char* reason);
   [[nodiscard]] double oldest_wait(std::chrono::steady_clock::time_point now) const;
