@@ -150,7 +150,7 @@ TunedServer::~TunedServer() {
   pool_.shutdown();
   gates_.stop_waking();
   returned_.clear();
-  idle_.clear();
+  parked_.clear();
   ::close(wake_fd_);
   ::close(epoll_fd_);
 }
@@ -189,31 +189,32 @@ void TunedServer::run() {
     housekeeping(Clock::now());
   }
 
-  // Stop: no new clients, idle connections closed, queued ones told 503, in-flight ones finish
-  // (or are cut by Shutdown after the grace period) while the workers are joined.
+  // Stop: no new clients, parked connections closed, queued ones (for a worker or for their
+  // origin's limit) told 503, in-flight ones — a worker's or a poller miss — finish (or are cut
+  // by Shutdown after the grace period) while the workers are joined.
   stopping_.store(true);
   epoll_control(epoll_fd_, EPOLL_CTL_DEL, listener, 0);
   std::vector<Client> in_flight;  // misses the poller sent: they finish, as a worker's do
-  for (std::unique_ptr<Idle>& idle : idle_) {
-    if (!idle) continue;
-    switch (idle->state) {
+  for (std::unique_ptr<Parked>& parked : parked_) {
+    if (!parked) continue;
+    switch (parked->state) {
       case ParkedState::awaiting_permit:
-        reply_overloaded(idle->client.connection.release(), server_.stats(), "shutting down",
+        reply_overloaded(parked->client.connection.release(), server_.stats(), "shutting down",
                          "still waiting for its origin's limit");
         break;
       case ParkedState::awaiting_origin:
       case ParkedState::receiving_body:
-        stop_watching_origin(*idle);
-        in_flight.push_back(std::move(idle->client));
+        stop_watching_origin(*parked);
+        in_flight.push_back(std::move(parked->client));
         break;
       case ParkedState::idle:
       case ParkedState::reading_head:
       case ParkedState::sending_response:
-        break;  // closed below, as idle_ is cleared
+        break;  // closed below, as parked_ is cleared
     }
   }
-  idle_.clear();
-  idle_count_.store(0);
+  parked_.clear();
+  parked_count_.store(0);
   origin_queues_.clear();
   orphans_.clear();  // their clients are gone: nothing to finish
   {
@@ -243,7 +244,7 @@ void TunedServer::housekeeping(Clock::time_point now) {
   last_tick_ = now;
   busy_sum_ += static_cast<double>(pool_.busy());
   ++busy_ticks_;
-  close_idle(now);
+  sweep_timeouts(now);
   if (origin_pool_) origin_pool_->close_idle();
   if (config_.origin_limit) {
     time_out_orphans(now);
@@ -290,29 +291,30 @@ void TunedServer::accept_ready() {
 void TunedServer::park(Client client) {
   const int fd = client.connection.socket().fd();
   const auto index = static_cast<std::size_t>(fd);
-  if (index >= idle_.size()) idle_.resize(index + 1);
+  if (index >= parked_.size()) parked_.resize(index + 1);
   const auto now = Clock::now();
   // A worker that served one request of a pipelined batch hands the rest back: the poller
   // admits each request to its origin's limit (origin_admission.cpp).
   std::string head = client.connection.take_buffered();
-  idle_[index] = std::make_unique<Idle>(Idle{std::move(client), now, now, std::move(head), {}});
-  idle_[index]->state = client_wait(*idle_[index]);
-  idle_count_.fetch_add(1, std::memory_order_relaxed);
+  auto parked = std::make_unique<Parked>(Parked{std::move(client), now, now, std::move(head), {}});
+  parked->state = client_wait(*parked);
+  parked_[index] = std::move(parked);
+  parked_count_.fetch_add(1, std::memory_order_relaxed);
   readable(fd);
 }
 
 void TunedServer::readable(int fd) {
   const auto index = static_cast<std::size_t>(fd);
-  if (index >= idle_.size() || !idle_[index]) return;
-  Idle& idle = *idle_[index];
+  if (index >= parked_.size() || !parked_[index]) return;
+  Parked& parked = *parked_[index];
   HeadState next = HeadState::more;
-  switch (idle.state) {
+  switch (parked.state) {
     case ParkedState::idle:
     case ParkedState::reading_head:
-      next = read_head(idle);
+      next = read_head(parked);
       break;
     case ParkedState::sending_response:
-      next = send_unsent(idle);
+      next = send_unsent(parked);
       break;
     case ParkedState::awaiting_permit:
       // Disarmed, and a late event of a previous owner of the descriptor must not read its
@@ -326,47 +328,47 @@ void TunedServer::readable(int fd) {
       // same batch — a client, or a dropped miss's origin connection — since accept(2) hands out
       // the lowest free number at once. Only a hang-up this socket shows now counts; its own
       // registration has not fired, so it is still armed.
-      if (peer_hung_up(fd)) abandon_miss(idle, fd);
+      if (peer_hung_up(fd)) abandon_miss(parked, fd);
       return;
   }
-  if (next == HeadState::ready) next = answer_hit(idle);
+  if (next == HeadState::ready) next = answer_hit(parked);
   if (next == HeadState::ready && config_.origin_limit) {
-    const Admission admission = admit(idle, fd);
+    const Admission admission = admit(parked, fd);
     if (admission == Admission::wait) return;  // stays parked, disarmed, in origin_queues_
     if (admission == Admission::shed) {
       free_slot(fd);
       return;
     }
   }
-  go_on(idle, fd, next);
+  go_on(parked, fd, next);
 }
 
-TunedServer::ParkedState TunedServer::client_wait(const Idle& idle) noexcept {
-  if (idle.client.connection.has_unsent()) return ParkedState::sending_response;
-  return idle.head.empty() ? ParkedState::idle : ParkedState::reading_head;
+TunedServer::ParkedState TunedServer::client_wait(const Parked& parked) noexcept {
+  if (parked.client.connection.has_unsent()) return ParkedState::sending_response;
+  return parked.head.empty() ? ParkedState::idle : ParkedState::reading_head;
 }
 
-void TunedServer::go_on(Idle& idle, int fd, HeadState next) {
+void TunedServer::go_on(Parked& parked, int fd, HeadState next) {
   const auto index = static_cast<std::size_t>(fd);
   // A plain miss whose origin has a kept connection: sent from here (poller_misses.cpp).
-  if (next == HeadState::ready && config_.poller_misses && start_miss(idle, fd)) return;
+  if (next == HeadState::ready && config_.poller_misses && start_miss(parked, fd)) return;
   switch (next) {
     case HeadState::ready:
-      dispatch(idle);
+      dispatch(parked);
       break;
     case HeadState::closed:
-      if (!idle.head.empty()) {
-        log_line("client " + idle.client.connection.peer() +
+      if (!parked.head.empty()) {
+        log_line("client " + parked.client.connection.peer() +
                  ": closed before finishing its request head");
       }
       break;
     case HeadState::more: {
       // Once added, a connection stays in the set (EPOLLONESHOT disarms it while a worker has
       // it) until it closes, so coming back costs one MOD.
-      Client& client = idle.client;
-      idle.state = client_wait(idle);
+      Client& client = parked.client;
+      parked.state = client_wait(parked);
       const std::uint32_t events =
-          idle.state == ParkedState::sending_response ? kUnsentEvents : kParkedEvents;
+          parked.state == ParkedState::sending_response ? kUnsentEvents : kParkedEvents;
       if (epoll_client(epoll_fd_, client.in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, events)) {
         client.in_epoll = true;
         return;
@@ -375,15 +377,15 @@ void TunedServer::go_on(Idle& idle, int fd, HeadState next) {
     }
   }
   // Dispatched or closed: the slot is free (destroying a Client closes it and leaves epoll).
-  idle_[index].reset();
-  idle_count_.fetch_sub(1, std::memory_order_relaxed);
+  parked_[index].reset();
+  parked_count_.fetch_sub(1, std::memory_order_relaxed);
 }
 
-void TunedServer::dispatch(Idle& idle) {
-  Client client = std::move(idle.client);
-  // The head goes with its verdict (idle.front): the worker does not parse it again.
-  client.connection.add_buffered(idle.head, std::move(idle.front));
-  idle.front.reset();
+void TunedServer::dispatch(Parked& parked) {
+  Client client = std::move(parked.client);
+  // The head goes with its verdict (parked.front): the worker does not parse it again.
+  client.connection.add_buffered(parked.head, std::move(parked.front));
+  parked.front.reset();
   submit(std::move(client));
 }
 
@@ -521,39 +523,39 @@ void TunedServer::take_returned() {
   if (config_.origin_limit) admit_waiting(Clock::now());
 }
 
-void TunedServer::close_idle(Clock::time_point now) {
+void TunedServer::sweep_timeouts(Clock::time_point now) {
   // A linear scan every tick; parked connections are few compared with what a scan of a
   // vector costs.
-  for (std::unique_ptr<Idle>& idle : idle_) {
-    if (!idle) continue;
+  for (std::unique_ptr<Parked>& parked : parked_) {
+    if (!parked) continue;
     bool expired = false;
-    switch (idle->state) {
+    switch (parked->state) {
       case ParkedState::idle:
-        expired = time_out_idle(*idle, now);
+        expired = time_out_idle(*parked, now);
         break;
       case ParkedState::reading_head:
-        expired = time_out_head(*idle, now);
+        expired = time_out_head(*parked, now);
         break;
       case ParkedState::sending_response:
-        expired = time_out_send(*idle, now);
+        expired = time_out_send(*parked, now);
         break;
       case ParkedState::awaiting_permit:
         break;  // admit_waiting sheds it, or not, by its origin's queue's own clock
       case ParkedState::awaiting_origin:
-        expired = time_out_origin(*idle, now);
+        expired = time_out_origin(*parked, now);
         break;
       case ParkedState::receiving_body:
-        expired = time_out_body(*idle, now);
+        expired = time_out_body(*parked, now);
         break;
     }
     if (!expired) continue;
-    idle.reset();
-    idle_count_.fetch_sub(1, std::memory_order_relaxed);
+    parked.reset();
+    parked_count_.fetch_sub(1, std::memory_order_relaxed);
   }
 }
 
-bool TunedServer::time_out_idle(Idle& idle, Clock::time_point now) {
-  if (now - idle.since < config_.idle_timeout) return false;
+bool TunedServer::time_out_idle(Parked& parked, Clock::time_point now) {
+  if (now - parked.since < config_.idle_timeout) return false;
   idle_closed_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
@@ -561,16 +563,16 @@ bool TunedServer::time_out_idle(Idle& idle, Clock::time_point now) {
 // A response going out, not an idle connection: given up on only when the client took nothing
 // for the write timeout, as a worker's write_all would be (a pipelined request behind it waits
 // its turn, and is no slow head).
-bool TunedServer::time_out_send(Idle& idle, Clock::time_point now) {
-  return now - idle.since >= options_.write_timeout;
+bool TunedServer::time_out_send(Parked& parked, Clock::time_point now) {
+  return now - parked.since >= options_.write_timeout;
 }
 
 // No byte from its origin for the origin timeout: a worker answers 504 (or cuts a stalled
 // body), as its own read would have.
-bool TunedServer::time_out_origin(Idle& idle, Clock::time_point now) {
-  if (now - idle.client.origin_progress < options_.origin_timeout) return false;
-  stop_watching_origin(idle);
-  dispatch(idle);
+bool TunedServer::time_out_origin(Parked& parked, Clock::time_point now) {
+  if (now - parked.client.origin_progress < options_.origin_timeout) return false;
+  stop_watching_origin(parked);
+  dispatch(parked);
   return true;
 }
 
@@ -578,10 +580,10 @@ bool TunedServer::time_out_origin(Idle& idle, Clock::time_point now) {
 // stream such as server-sent events that may never reach 128 KiB: a worker relays it as it
 // comes, where the poller would hold all of it back until its end. A head still arriving stays
 // here (awaiting_origin), where the origin timeout runs from its last byte.
-bool TunedServer::time_out_body(Idle& idle, Clock::time_point now) {
-  if (now - idle.answer_began < Millis{kTickMs}) return time_out_origin(idle, now);
-  stop_watching_origin(idle);
-  dispatch(idle);
+bool TunedServer::time_out_body(Parked& parked, Clock::time_point now) {
+  if (now - parked.answer_began < Millis{kTickMs}) return time_out_origin(parked, now);
+  stop_watching_origin(parked);
+  dispatch(parked);
   return true;
 }
 

@@ -155,11 +155,15 @@ class TunedServer {
     awaiting_origin,   // a poller miss sent, its answer's head not here yet (--origin-timeout-ms)
     receiving_body,    // that answer's head here, its body not whole: a worker takes it a tick on
   };
-  // A connection between requests, owned by the poller: parked in epoll, and reading its next
-  // request head there (`head` holds what has arrived of it).
-  struct Idle {
+  // A client connection the poller holds, registered in its epoll set and holding no worker:
+  // between requests, reading a request head (`head` holds what has arrived of it), sending the
+  // rest of a response, or with a request the poller serves itself that waits for its origin's
+  // limit or its origin's answer (`state` says which).
+  struct Parked {
     Client client;
-    std::chrono::steady_clock::time_point since;       // parked at; the idle timeout runs from it
+    // Parked at, or its last response (the idle timeout runs from it), or the client's last
+    // progress reading one (sending_response: the write timeout runs from it).
+    std::chrono::steady_clock::time_point since;
     std::chrono::steady_clock::time_point first_byte;  // of `head`; the client timeout runs from it
     std::string head;
     // awaiting_permit: since when its request waits for its origin's limit (origin_queues_).
@@ -170,10 +174,10 @@ class TunedServer {
     std::optional<ClassifiedRequest> front{};
     ParkedState state = ParkedState::idle;
     // receiving_body: when its miss's answer head was all here. A body still arriving a tick
-    // later goes to a worker, which relays it as it comes (close_idle).
+    // later goes to a worker, which relays it as it comes (sweep_timeouts).
     std::chrono::steady_clock::time_point answer_began{};
   };
-  // The requests waiting for one origin's limit, oldest first (descriptors into idle_), and
+  // The requests waiting for one origin's limit, oldest first (descriptors into parked_), and
   // that queue's own CoDel: a collapsing origin's standing queue sheds its own newcomers, never
   // another origin's.
   struct OriginQueue {
@@ -199,12 +203,12 @@ class TunedServer {
   void park(Client client);           // on the poller: wait in epoll for the next request
   void readable(int fd);              // on the poller: bytes (or an end) on a parked connection
   // Misses without a worker (poller_misses.cpp), on the poller.
-  bool start_miss(Idle& idle, int fd);    // true: sent, and the connection waits on its origin
-  void origin_readable(int origin_fd);    // its origin's answer, or part of it
-  void stop_watching_origin(Idle& idle);  // before the miss leaves the poller
+  bool start_miss(Parked& parked, int fd);    // true: sent, and it waits on its origin
+  void origin_readable(int origin_fd);        // its origin's answer, or part of it
+  void stop_watching_origin(Parked& parked);  // before the miss leaves the poller
   // The client of a poller miss hung up: the request is dropped, but while the origin is still
   // serving it, it still counts against the origin's limit.
-  void abandon_miss(Idle& idle, int fd);
+  void abandon_miss(Parked& parked, int fd);
   void orphan_readable(int origin_fd);    // an abandoned request's origin answered (some of it)
   // On a worker: its request's origin connection, dropped because the client hung up, goes to
   // the poller with the permit (`origin` invalid: nothing to wait for, the permit goes back).
@@ -217,32 +221,33 @@ class TunedServer {
                                         std::chrono::steady_clock::time_point now) const;
   // What a connection with no request in the poller's hands waits for in epoll: the client to
   // read the rest of a response, the rest of a head, or a next request.
-  static ParkedState client_wait(const Idle& idle) noexcept;
-  HeadState read_head(Idle& idle);    // on the poller: reads what has arrived, never waits
-  // On the poller: classifies a whole head at the front of idle.head once (idle.front); `wait`
-  // is returned while it is not whole.
-  HeadState classify_head(Idle& idle, HeadState wait);
-  HeadState answer_hit(Idle& idle);   // on the poller: a hit, answered without a worker
-  HeadState send_unsent(Idle& idle);  // on the poller: the rest of a hit, when writable
-  void dispatch(Idle& idle);          // on the poller: a whole head is here, to a worker
+  static ParkedState client_wait(const Parked& parked) noexcept;
+  HeadState read_head(Parked& parked);    // on the poller: reads what has arrived, never waits
+  // On the poller: classifies a whole head at the front of parked.head once (parked.front);
+  // `wait` is returned while it is not whole.
+  HeadState classify_head(Parked& parked, HeadState wait);
+  HeadState answer_hit(Parked& parked);   // on the poller: a hit, answered without a worker
+  HeadState send_unsent(Parked& parked);  // on the poller: the rest of a response, when writable
+  void dispatch(Parked& parked);          // on the poller: a whole head is here, to a worker
   // The origin's limit (origin_gates.h), on the poller: go holds a permit (or needs none).
-  Admission admit(Idle& idle, int fd);
-  void go_on(Idle& idle, int fd, HeadState next);  // after admission: poller miss, worker, close
+  Admission admit(Parked& parked, int fd);
+  // After admission: a poller miss, a worker, a close, or back to epoll.
+  void go_on(Parked& parked, int fd, HeadState next);
   void admit_waiting(std::chrono::steady_clock::time_point now);
   void submit(Client client);         // on the poller: to a worker, or shed with 503
   bool enqueue(Client& client);       // on the poller: false (client untouched) when full
   void take_returned();               // on the poller
   void housekeeping(std::chrono::steady_clock::time_point now);
   // On the poller, once a tick: each parked connection's deadline, by its state.
-  void close_idle(std::chrono::steady_clock::time_point now);
-  // close_idle's handlers, one per state with a deadline: each deals with a connection whose
+  void sweep_timeouts(std::chrono::steady_clock::time_point now);
+  // The sweep's handlers, one per state with a deadline: each deals with a connection whose
   // deadline has passed at `now` (closes it, answers 408, or hands its miss to a worker) and
   // returns true, its slot to be freed; false leaves it parked.
-  bool time_out_idle(Idle& idle, std::chrono::steady_clock::time_point now);
-  bool time_out_head(Idle& idle, std::chrono::steady_clock::time_point now);  // 408, then close
-  bool time_out_send(Idle& idle, std::chrono::steady_clock::time_point now);
-  bool time_out_origin(Idle& idle, std::chrono::steady_clock::time_point now);
-  bool time_out_body(Idle& idle, std::chrono::steady_clock::time_point now);
+  bool time_out_idle(Parked& parked, std::chrono::steady_clock::time_point now);
+  bool time_out_head(Parked& parked, std::chrono::steady_clock::time_point now);  // 408, then close
+  bool time_out_send(Parked& parked, std::chrono::steady_clock::time_point now);
+  bool time_out_origin(Parked& parked, std::chrono::steady_clock::time_point now);
+  bool time_out_body(Parked& parked, std::chrono::steady_clock::time_point now);
   void resize_pool(std::chrono::steady_clock::time_point now, bool urgent);
   void shed(Socket socket, const char* reason);
   [[nodiscard]] double oldest_wait(std::chrono::steady_clock::time_point now) const;
@@ -258,7 +263,7 @@ class TunedServer {
   std::atomic<std::uint64_t> worker_requests_{0};
   std::atomic<std::uint64_t> worker_nanoseconds_{0};
   std::atomic<std::size_t> open_{0};
-  std::atomic<std::size_t> idle_count_{0};
+  std::atomic<std::size_t> parked_count_{0};
   std::atomic<std::uint64_t> shed_{0};
   std::atomic<std::uint64_t> idle_closed_{0};
   std::atomic<bool> stopping_{false};
@@ -271,7 +276,7 @@ class TunedServer {
   OriginGates gates_;
 
   // Poller-only state.
-  std::vector<std::unique_ptr<Idle>> idle_;  // indexed by fd; null where none
+  std::vector<std::unique_ptr<Parked>> parked_;  // indexed by fd; null where none
   std::unordered_map<const OriginGate*, OriginQueue> origin_queues_;
   std::vector<int> origin_owner_;  // indexed by an origin's fd: its miss's client fd, or -1
   // A request whose client hung up while its origin was still serving it, keyed by the origin
