@@ -1,36 +1,18 @@
 // What stage 4's poller does with a request head, without a worker: reads it — whatever has
-// arrived, never waiting — until it is whole; answers a head that trickles past
-// --client-timeout-ms with 408, so that slow clients cannot hold the pool; and answers a cache
-// hit itself, so that a hit costs no hand-off (tuned_server.h).
+// arrived, never waiting — until it is whole (a head that trickles past --client-timeout-ms is
+// answered 408 by the timeout sweep, poller_timeouts.cpp); and answers a cache hit itself, so
+// that a hit costs no hand-off (tuned_server.h).
 #include <sys/socket.h>
 
 #include <array>
 #include <cerrno>
-#include <string_view>
 
 #include "http_message.h"
-#include "log.h"
 #include "tuned_server.h"
 
 namespace proxy {
-namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// A head that trickles past --client-timeout-ms, answered by the poller without a worker.
-constexpr std::string_view k408Body = "408 Request Timeout: request head not received in time\n";
-constexpr std::string_view k408 =
-    "HTTP/1.1 408 Request Timeout\r\n"
-    "Content-Type: text/plain; charset=utf-8\r\n"
-    "Content-Length: 55\r\n"
-    "Connection: close\r\n"
-    "X-Cache: MISS\r\n"
-    "\r\n"
-    "408 Request Timeout: request head not received in time\n";
-static_assert(k408Body.size() == 55, "update Content-Length in k408");
-static_assert(k408.ends_with(k408Body));
-
-}  // namespace
 
 // Reads whatever has arrived, without waiting, until the head is complete (or malformed: the
 // worker answers that), the peer ends, or nothing more is there.
@@ -76,31 +58,6 @@ TunedServer::HeadState TunedServer::classify_head(Parked& parked, HeadState wait
   if (front.status == ParseStatus::incomplete) return wait;
   parked.front = std::move(front);
   return HeadState::ready;
-}
-
-// A request head that trickled past --client-timeout-ms: 408, from the poller, never a worker
-// (slow-loris clients cannot hold the pool). The bytes fit an empty send buffer; what the
-// client sent has been read, so the close is an orderly FIN, not a reset that could destroy the
-// 408. Logged at most once a second: two thousand slow clients must not flood stderr.
-bool TunedServer::time_out_head(Parked& parked, Clock::time_point now) {
-  if (now - parked.first_byte < options_.client_timeout) return false;
-  const Socket& socket = parked.client.connection.socket();
-  server_.stats().errors.fetch_add(1, std::memory_order_relaxed);
-  head_timeouts_.fetch_add(1, std::memory_order_relaxed);
-  [[maybe_unused]] ssize_t sent =
-      ::send(socket.fd(), k408.data(), k408.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-  socket.shutdown_write();
-  if (now >= next_408_log_) {
-    std::string line = "client " + parked.client.connection.peer() +
-                       ": 408 request head not received in time";
-    if (unlogged_408_ > 0) line += " (and " + std::to_string(unlogged_408_) + " more not logged)";
-    log_line(line);
-    unlogged_408_ = 0;
-    next_408_log_ = now + Millis{1000};
-  } else {
-    ++unlogged_408_;
-  }
-  return true;
 }
 
 // A hit answered here, on the poller (serve_hit_now): a cache's most common request costs no

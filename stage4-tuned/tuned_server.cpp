@@ -1,7 +1,8 @@
 // Stage 4's poller and workers (tuned_server.h explains the design). How the poller reads a
-// request head, answers a slow one 408 and a hit itself, is in request_heads.cpp; what it
-// measures (the pool's sizing, /metrics) in measurements.cpp; what the machine allows (workers,
-// descriptors) in machine_limits.cpp.
+// request head and answers a hit itself is in request_heads.cpp; its deadlines (the idle
+// timeout, the 408 to a slow head) in poller_timeouts.cpp; what it measures (the pool's sizing,
+// /metrics) in measurements.cpp; what the machine allows (workers, descriptors) in
+// machine_limits.cpp.
 #include "tuned_server.h"
 
 #include <poll.h>
@@ -521,70 +522,6 @@ void TunedServer::take_returned() {
   adopt_orphans();
   // A permit given back to an origin with requests waiting wakes the poller through here too.
   if (config_.origin_limit) admit_waiting(Clock::now());
-}
-
-void TunedServer::sweep_timeouts(Clock::time_point now) {
-  // A linear scan every tick; parked connections are few compared with what a scan of a
-  // vector costs.
-  for (std::unique_ptr<Parked>& parked : parked_) {
-    if (!parked) continue;
-    bool expired = false;
-    switch (parked->state) {
-      case ParkedState::idle:
-        expired = time_out_idle(*parked, now);
-        break;
-      case ParkedState::reading_head:
-        expired = time_out_head(*parked, now);
-        break;
-      case ParkedState::sending_response:
-        expired = time_out_send(*parked, now);
-        break;
-      case ParkedState::awaiting_permit:
-        break;  // admit_waiting sheds it, or not, by its origin's queue's own clock
-      case ParkedState::awaiting_origin:
-        expired = time_out_origin(*parked, now);
-        break;
-      case ParkedState::receiving_body:
-        expired = time_out_body(*parked, now);
-        break;
-    }
-    if (!expired) continue;
-    parked.reset();
-    parked_count_.fetch_sub(1, std::memory_order_relaxed);
-  }
-}
-
-bool TunedServer::time_out_idle(Parked& parked, Clock::time_point now) {
-  if (now - parked.since < config_.idle_timeout) return false;
-  idle_closed_.fetch_add(1, std::memory_order_relaxed);
-  return true;
-}
-
-// A response going out, not an idle connection: given up on only when the client took nothing
-// for the write timeout, as a worker's write_all would be (a pipelined request behind it waits
-// its turn, and is no slow head).
-bool TunedServer::time_out_send(Parked& parked, Clock::time_point now) {
-  return now - parked.since >= options_.write_timeout;
-}
-
-// No byte from its origin for the origin timeout: a worker answers 504 (or cuts a stalled
-// body), as its own read would have.
-bool TunedServer::time_out_origin(Parked& parked, Clock::time_point now) {
-  if (now - parked.client.origin_progress < options_.origin_timeout) return false;
-  stop_watching_origin(parked);
-  dispatch(parked);
-  return true;
-}
-
-// A head here a tick ago with its body not whole yet is still arriving — a slow body, or a
-// stream such as server-sent events that may never reach 128 KiB: a worker relays it as it
-// comes, where the poller would hold all of it back until its end. A head still arriving stays
-// here (awaiting_origin), where the origin timeout runs from its last byte.
-bool TunedServer::time_out_body(Parked& parked, Clock::time_point now) {
-  if (now - parked.answer_began < Millis{kTickMs}) return time_out_origin(parked, now);
-  stop_watching_origin(parked);
-  dispatch(parked);
-  return true;
 }
 
 }  // namespace proxy

@@ -238,7 +238,8 @@ class TunedServer {
   bool enqueue(Client& client);       // on the poller: false (client untouched) when full
   void take_returned();               // on the poller
   void housekeeping(std::chrono::steady_clock::time_point now);
-  // On the poller, once a tick: each parked connection's deadline, by its state.
+  // On the poller, once a tick: each parked connection's deadline, by its state
+  // (poller_timeouts.cpp).
   void sweep_timeouts(std::chrono::steady_clock::time_point now);
   // The sweep's handlers, one per state with a deadline: each deals with a connection whose
   // deadline has passed at `now` (closes it, answers 408, or hands its miss to a worker) and
