@@ -136,22 +136,12 @@ void TunedServer::orphan_readable(int origin) {
 
 void TunedServer::keep_permit_until_answered(Socket origin, OriginPermit permit) {
   if (!origin.valid()) return;  // the permit goes back now, with no sample
-  {
-    std::lock_guard lock(returned_mutex_);
-    handed_orphans_.push_back(
-        Orphan{PendingMiss(), std::move(origin), std::move(permit), Clock::now()});
-  }
-  std::uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
+  handed_orphans_.post(Orphan{PendingMiss(), std::move(origin), std::move(permit), Clock::now()});
+  wake_poller();
 }
 
 void TunedServer::adopt_orphans() {
-  std::vector<Orphan> handed;
-  {
-    std::lock_guard lock(returned_mutex_);
-    handed.swap(handed_orphans_);
-  }
-  for (Orphan& orphan : handed) {
+  for (Orphan& orphan : handed_orphans_.take()) {
     const int fd = orphan.socket.fd();
     epoll_event event{};
     event.events = EPOLLIN | EPOLLRDHUP;

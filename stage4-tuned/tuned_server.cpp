@@ -110,11 +110,7 @@ TunedServer::TunedServer(Server& server, const TunedConfig& config)
     : server_(server),
       config_(fit_to_descriptors(config)),
       options_(server.config().proxy),
-      gates_(config.origin_limit_options, config.origin_limit_fixed,
-             [this] {
-               std::uint64_t one = 1;
-               [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
-             }),
+      gates_(config.origin_limit_options, config.origin_limit_fixed, [this] { wake_poller(); }),
       sizer_(sizer_options(config), initial_workers(config)),
       shedder_(shedder_options(config)),
       tunnels_(server.stats(), server.config().proxy.tunnel_idle_timeout),
@@ -218,10 +214,7 @@ void TunedServer::run() {
   parked_count_.store(0);
   origin_queues_.clear();
   orphans_.clear();  // their clients are gone: nothing to finish
-  {
-    std::lock_guard lock(returned_mutex_);
-    handed_orphans_.clear();
-  }
+  handed_orphans_.clear();
   for (Job& job : pool_.close()) {
     reply_overloaded(job.client.connection.release(), server_.stats(), "shutting down",
                      "still queued for a worker");
@@ -233,7 +226,6 @@ void TunedServer::run() {
     t_abandoned_origin.reset();  // a client that hung up meanwhile: nobody waits on its origin now
   }
   pool_.shutdown();
-  std::lock_guard lock(returned_mutex_);
   returned_.clear();
 }
 
@@ -502,10 +494,11 @@ void TunedServer::serve(Job job) {
     if (config_.origin_limit) break;
   }
   if (stopping_.load()) return;  // closes it: no more requests once stopping
-  {
-    std::lock_guard lock(returned_mutex_);
-    returned_.push_back(std::move(client));
-  }
+  returned_.post(std::move(client));
+  wake_poller();
+}
+
+void TunedServer::wake_poller() noexcept {
   std::uint64_t one = 1;
   [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
 }
@@ -513,12 +506,7 @@ void TunedServer::serve(Job job) {
 void TunedServer::take_returned() {
   std::uint64_t count;
   [[maybe_unused]] ssize_t n = ::read(wake_fd_, &count, sizeof count);
-  std::vector<Client> back;
-  {
-    std::lock_guard lock(returned_mutex_);
-    back.swap(returned_);
-  }
-  for (Client& client : back) park(std::move(client));
+  for (Client& client : returned_.take()) park(std::move(client));
   adopt_orphans();
   // A permit given back to an origin with requests waiting wakes the poller through here too.
   if (config_.origin_limit) admit_waiting(Clock::now());

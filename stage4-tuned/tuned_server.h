@@ -21,6 +21,7 @@
 
 #include "elastic_pool.h"
 #include "machine_limits.h"
+#include "mailbox.h"
 #include "metrics.h"
 #include "origin_gates.h"
 #include "origin_pool.h"
@@ -236,6 +237,7 @@ class TunedServer {
   void admit_waiting(std::chrono::steady_clock::time_point now);
   void submit(Client client);         // on the poller: to a worker, or shed with 503
   bool enqueue(Client& client);       // on the poller: false (client untouched) when full
+  void wake_poller() noexcept;        // from any thread: the poller takes its mailboxes
   void take_returned();               // on the poller
   void housekeeping(std::chrono::steady_clock::time_point now);
   // On the poller, once a tick: each parked connection's deadline, by its state
@@ -257,7 +259,7 @@ class TunedServer {
   TunedConfig config_;
   ProxyOptions options_;  // the server's, with keep_alive and metrics set
   int epoll_fd_ = -1;
-  int wake_fd_ = -1;      // eventfd: a worker returned a connection
+  int wake_fd_ = -1;      // eventfd: a worker posted to a mailbox, or a permit came back
   LatencyHistogram latency_;  // every request, hits on the poller included (/metrics)
   // The requests workers served, and their service time: what the pool's sizing sees. Hits on
   // the poller hold no worker, and their microseconds would pass for the pool's unloaded latency.
@@ -313,9 +315,9 @@ class TunedServer {
   // When each queued job was queued, oldest first: the front's age is the queueing delay.
   std::deque<std::chrono::steady_clock::time_point> waiting_;
 
-  std::mutex returned_mutex_;  // guards returned_ and handed_orphans_
-  std::vector<Client> returned_;  // connections workers finished with, still open
-  std::vector<Orphan> handed_orphans_;  // worker requests whose clients hung up (keep_abandoned)
+  // From the workers to the poller; each post is followed by wake_poller().
+  Mailbox<Client> returned_;        // connections workers finished with, still open
+  Mailbox<Orphan> handed_orphans_;  // worker requests whose clients hung up (keep_abandoned)
 
   std::optional<OriginPool> origin_pool_;  // before pool_: the workers use it
   TunnelRelay tunnels_;  // before pool_: workers hand tunnels to it until they are joined
