@@ -173,7 +173,7 @@ class TunedServer {
     // that head is whole (classify_head) and carried — to the hit, the origin's limit, the miss,
     // or a worker — until the request leaves the poller; empty until then.
     std::optional<ClassifiedRequest> front{};
-    ParkedState state = ParkedState::idle;
+    ParkedState state = ParkedState::idle;  // what it waits for: all the poller branches on
     // receiving_body: when its miss's answer head was all here. A body still arriving a tick
     // later goes to a worker, which relays it as it comes (sweep_timeouts).
     std::chrono::steady_clock::time_point answer_began{};
