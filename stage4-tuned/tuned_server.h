@@ -200,6 +200,7 @@ class TunedServer {
   // failed) by now, without waiting.
   static bool peer_hung_up(int fd) noexcept;
   void serve(Job job);                // on a worker
+  void wake_poller() noexcept;        // from any thread: the poller takes its mailboxes
   void accept_ready();                // on the poller
   void park(Client client);           // on the poller: wait in epoll for the next request
   void readable(int fd);              // on the poller: bytes (or an end) on a parked connection
@@ -237,7 +238,6 @@ class TunedServer {
   void admit_waiting(std::chrono::steady_clock::time_point now);
   void submit(Client client);         // on the poller: to a worker, or shed with 503
   bool enqueue(Client& client);       // on the poller: false (client untouched) when full
-  void wake_poller() noexcept;        // from any thread: the poller takes its mailboxes
   void take_returned();               // on the poller
   void housekeeping(std::chrono::steady_clock::time_point now);
   // On the poller, once a tick: each parked connection's deadline, by its state
