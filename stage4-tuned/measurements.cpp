@@ -56,7 +56,7 @@ std::string TunedServer::metrics_text() const {
   m.shed = shed_.load(std::memory_order_relaxed);
   m.open_connections = open_.load(std::memory_order_relaxed);
   // A connection whose miss waits on its origin is the poller's, but not between requests.
-  const std::size_t held = idle_count_.load(std::memory_order_relaxed);
+  const std::size_t held = parked_count_.load(std::memory_order_relaxed);
   m.misses_waiting = misses_waiting_.load(std::memory_order_relaxed);
   m.idle_connections = held > m.misses_waiting ? held - m.misses_waiting : 0;
   m.poller_misses = poller_misses_.load(std::memory_order_relaxed);

@@ -21,21 +21,21 @@ double seconds(Clock::duration d) {
 
 }  // namespace
 
-TunedServer::Admission TunedServer::admit(Idle& idle, int fd) {
-  idle.client.permit = OriginPermit();  // a permit is for one request, never held while waiting
+TunedServer::Admission TunedServer::admit(Parked& parked, int fd) {
+  parked.client.permit = OriginPermit();  // a permit is for one request, never held while waiting
   // A hit the poller could not send itself (a connection that closes, a large body) never
   // waits for its origin: it needs none.
-  if (idle.client.connection.found_stored()) return Admission::go;
-  // The origin the request goes to, from classify's verdict on its head (idle.front); none for
+  if (parked.client.connection.found_stored()) return Admission::go;
+  // The origin the request goes to, from classify's verdict on its head (parked.front); none for
   // CONNECT, the proxy's own /metrics, or a head not yet whole (a worker reads the rest).
-  const std::string key = idle.front ? idle.front->origin() : std::string();
+  const std::string key = parked.front ? parked.front->origin() : std::string();
   if (key.empty()) return Admission::go;
   std::shared_ptr<OriginGate> gate = gates_.gate(key);
   auto queue = origin_queues_.find(gate.get());
   const bool others_waiting = queue != origin_queues_.end() && !queue->second.waiting.empty();
   if (!others_waiting) {
     if (std::optional<OriginPermit> permit = gates_.try_acquire(gate)) {
-      idle.client.permit = std::move(*permit);
+      parked.client.permit = std::move(*permit);
       return Admission::go;
     }
   }
@@ -46,13 +46,14 @@ TunedServer::Admission TunedServer::admit(Idle& idle, int fd) {
         origin_queues_.emplace(gate.get(), OriginQueue{gate, {}, QueueDelayShedder(codel)}).first;
   }
   if (queue->second.shedder.dropping()) {
-    shed(idle.client.connection.release(),
+    shed(parked.client.connection.release(),
          "its origin's queue has stood past --origin-queue-ms (CoDel)");
     return Admission::shed;
   }
   queue->second.waiting.push_back(fd);
   gates_.add_waiting(*gate, 1);
-  idle.waiting_since = Clock::now();
+  parked.waiting_since = Clock::now();
+  parked.state = ParkedState::awaiting_permit;
   return Admission::wait;
 }
 
@@ -62,7 +63,7 @@ void TunedServer::admit_waiting(Clock::time_point now) {
     OriginQueue& queue = it->second;
     while (!queue.waiting.empty()) {
       const int fd = queue.waiting.front();
-      Idle& idle = *idle_[static_cast<std::size_t>(fd)];
+      Parked& parked = *parked_[static_cast<std::size_t>(fd)];
       // A client that hung up while it waited is not sent on: its permit would go to an
       // answer nobody reads (peer_hung_up: a poll with no wait).
       if (peer_hung_up(fd)) {
@@ -79,21 +80,21 @@ void TunedServer::admit_waiting(Clock::time_point now) {
       // while the queue stood is refused now rather than sent late to an origin already
       // behind, and its permit goes to the next.
       const bool late =
-          queue.shedder.dropping() && now - idle.waiting_since > config_.origin_queue_delay;
-      idle.waiting_since = {};
+          queue.shedder.dropping() && now - parked.waiting_since > config_.origin_queue_delay;
       if (late) {
-        shed(idle.client.connection.release(),
+        shed(parked.client.connection.release(),
              "waited past --origin-queue-ms while its origin's queue stood (CoDel)");
         free_slot(fd);
         continue;
       }
-      idle.client.permit = std::move(*permit);
-      go_on(idle, fd, HeadState::ready);
+      parked.client.permit = std::move(*permit);
+      go_on(parked, fd, HeadState::ready);
     }
     const double oldest =
         queue.waiting.empty()
             ? 0
-            : seconds(now - idle_[static_cast<std::size_t>(queue.waiting.front())]->waiting_since);
+            : seconds(now -
+                      parked_[static_cast<std::size_t>(queue.waiting.front())]->waiting_since);
     queue.shedder.observe(oldest, now_s);
     gates_.set_queue_delay(*queue.gate, oldest);
     // An empty queue that no longer sheds is forgotten; its gate lives on in gates_.

@@ -5,8 +5,8 @@
 // what a miss costs the proxy (docs/stage4-runs.md, "Which wake-ups cost"). Anything the
 // poller cannot finish without blocking goes to a worker, which goes on from where it is.
 // tuned_server.cpp calls in at five places: readable() starts a miss or abandons one whose
-// client hung up, run() routes its origin's events here, close_idle() and housekeeping() time
-// them out; serve() goes on with one on a worker.
+// client hung up, run() routes its origin's events here, sweep_timeouts() and housekeeping()
+// time them out; serve() goes on with one on a worker.
 #include <sys/epoll.h>
 
 #include "log.h"
@@ -18,10 +18,10 @@ using Clock = std::chrono::steady_clock;
 
 // False when no miss was started (a worker serves the request), or when epoll could not watch
 // it (a worker goes on with it: dispatch() takes client.miss along).
-bool TunedServer::start_miss(Idle& idle, int fd) {
-  Client& client = idle.client;
+bool TunedServer::start_miss(Parked& parked, int fd) {
+  Client& client = parked.client;
   PendingMiss miss =
-      start_miss_now(client.connection, idle.head, idle.front, options_, server_.stats());
+      start_miss_now(client.connection, parked.head, parked.front, options_, server_.stats());
   if (!miss) return false;
   const int origin = origin_fd(*miss);
   client.miss = std::move(miss);
@@ -46,59 +46,62 @@ bool TunedServer::start_miss(Idle& idle, int fd) {
   if (index >= origin_owner_.size()) origin_owner_.resize(index + 1, -1);
   origin_owner_[index] = fd;
   client.miss_sent = client.origin_progress = Clock::now();
-  client.answer_began = {};
+  parked.state = ParkedState::awaiting_origin;
   misses_waiting_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
 void TunedServer::origin_readable(int origin) {
   const int fd = origin_owner_[static_cast<std::size_t>(origin)];
-  Idle& idle = *idle_[static_cast<std::size_t>(fd)];
+  Parked& parked = *parked_[static_cast<std::size_t>(fd)];
   bool progressed = false;
-  const MissRead read = read_miss_now(*idle.client.miss, progressed);
+  const MissRead read = read_miss_now(*parked.client.miss, progressed);
   const auto now = Clock::now();
-  if (progressed) idle.client.origin_progress = now;
-  if (read == MissRead::arriving && idle.client.answer_began == Clock::time_point{}) {
-    idle.client.answer_began = now;  // its head is here: close_idle hands a slow body on
+  if (progressed) parked.client.origin_progress = now;
+  if (read == MissRead::arriving && parked.state == ParkedState::awaiting_origin) {
+    parked.state = ParkedState::receiving_body;  // sweep_timeouts hands a slow body on
+    parked.answer_began = now;
   }
   if (read == MissRead::waiting || read == MissRead::arriving) return;
   // Out of epoll before the connection can go back to the origin pool, and another thread.
-  stop_watching_origin(idle);
+  stop_watching_origin(parked);
   if (read == MissRead::needs_worker) {
-    dispatch(idle);
+    dispatch(parked);
     free_slot(fd);
     return;
   }
   // The origin's own latency, before the miss is consumed: what the limit judges the origin by.
-  const std::optional<std::chrono::nanoseconds> origin_took = origin_latency(*idle.client.miss);
-  const HitOutcome outcome = complete_miss_now(idle.client.connection, std::move(idle.client.miss),
-                                               server_.cache(), options_, server_.stats());
-  latency_.observe(Clock::now() - idle.client.miss_sent);
+  const std::optional<std::chrono::nanoseconds> origin_took = origin_latency(*parked.client.miss);
+  const HitOutcome outcome =
+      complete_miss_now(parked.client.connection, std::move(parked.client.miss), server_.cache(),
+                        options_, server_.stats());
+  latency_.observe(Clock::now() - parked.client.miss_sent);
   // The origin has answered: its next request may go.
-  idle.client.permit.finish(!origin_failed(idle.client.connection.last_status()), origin_took);
+  parked.client.permit.finish(!origin_failed(parked.client.connection.last_status()), origin_took);
   if (outcome == HitOutcome::failed) {  // the client went away: nothing was relayed
     free_slot(fd);
     return;
   }
   poller_misses_.fetch_add(1, std::memory_order_relaxed);
-  idle.since = now;  // the idle timeout runs from the last response
-  if (!idle.head.empty()) idle.first_byte = now;  // a pipelined head: its own client timeout
+  parked.since = now;  // the idle timeout runs from the last response
+  if (!parked.head.empty()) parked.first_byte = now;  // a pipelined head: its own client timeout
+  parked.state = client_wait(parked);
   // Then as for any parked connection: the rest of this response, or the next request — one
   // already read (pipelined), one arrived meanwhile, or a wait in epoll for it.
   readable(fd);
 }
 
-void TunedServer::stop_watching_origin(Idle& idle) {
-  const int origin = origin_fd(*idle.client.miss);
+void TunedServer::stop_watching_origin(Parked& parked) {
+  const int origin = origin_fd(*parked.client.miss);
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, origin, nullptr);
   origin_owner_[static_cast<std::size_t>(origin)] = -1;
   misses_waiting_.fetch_sub(1, std::memory_order_relaxed);
 }
 
-void TunedServer::abandon_miss(Idle& idle, int fd) {
-  Client& client = idle.client;
+void TunedServer::abandon_miss(Parked& parked, int fd) {
+  Client& client = parked.client;
   if (!client.permit) {  // no limit to honour: the origin request is dropped at once
-    stop_watching_origin(idle);
+    stop_watching_origin(parked);
     drop_miss(client.connection, std::move(client.miss), options_, server_.stats());
     free_slot(fd);
     return;
@@ -133,22 +136,12 @@ void TunedServer::orphan_readable(int origin) {
 
 void TunedServer::keep_permit_until_answered(Socket origin, OriginPermit permit) {
   if (!origin.valid()) return;  // the permit goes back now, with no sample
-  {
-    std::lock_guard lock(returned_mutex_);
-    handed_orphans_.push_back(
-        Orphan{PendingMiss(), std::move(origin), std::move(permit), Clock::now()});
-  }
-  std::uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
+  handed_orphans_.post(Orphan{PendingMiss(), std::move(origin), std::move(permit), Clock::now()});
+  wake_poller();
 }
 
 void TunedServer::adopt_orphans() {
-  std::vector<Orphan> handed;
-  {
-    std::lock_guard lock(returned_mutex_);
-    handed.swap(handed_orphans_);
-  }
-  for (Orphan& orphan : handed) {
+  for (Orphan& orphan : handed_orphans_.take()) {
     const int fd = orphan.socket.fd();
     epoll_event event{};
     event.events = EPOLLIN | EPOLLRDHUP;
@@ -171,8 +164,8 @@ Millis TunedServer::origin_wait_left(const Client& client, Clock::time_point now
 }
 
 void TunedServer::free_slot(int fd) {
-  idle_[static_cast<std::size_t>(fd)].reset();  // destroying a Client closes it, leaving epoll
-  idle_count_.fetch_sub(1, std::memory_order_relaxed);
+  parked_[static_cast<std::size_t>(fd)].reset();  // destroying a Client closes it, leaving epoll
+  parked_count_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 }  // namespace proxy

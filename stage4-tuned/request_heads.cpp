@@ -1,51 +1,33 @@
 // What stage 4's poller does with a request head, without a worker: reads it — whatever has
-// arrived, never waiting — until it is whole; answers a head that trickles past
-// --client-timeout-ms with 408, so that slow clients cannot hold the pool; and answers a cache
-// hit itself, so that a hit costs no hand-off (tuned_server.h).
+// arrived, never waiting — until it is whole (a head that trickles past --client-timeout-ms is
+// answered 408 by the timeout sweep, poller_timeouts.cpp); and answers a cache hit itself, so
+// that a hit costs no hand-off (tuned_server.h).
 #include <sys/socket.h>
 
 #include <array>
 #include <cerrno>
-#include <string_view>
 
 #include "http_message.h"
-#include "log.h"
 #include "tuned_server.h"
 
 namespace proxy {
-namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A head that trickles past --client-timeout-ms, answered by the poller without a worker.
-constexpr std::string_view k408Body = "408 Request Timeout: request head not received in time\n";
-constexpr std::string_view k408 =
-    "HTTP/1.1 408 Request Timeout\r\n"
-    "Content-Type: text/plain; charset=utf-8\r\n"
-    "Content-Length: 55\r\n"
-    "Connection: close\r\n"
-    "X-Cache: MISS\r\n"
-    "\r\n"
-    "408 Request Timeout: request head not received in time\n";
-static_assert(k408Body.size() == 55, "update Content-Length in k408");
-static_assert(k408.ends_with(k408Body));
-
-}  // namespace
-
 // Reads whatever has arrived, without waiting, until the head is complete (or malformed: the
 // worker answers that), the peer ends, or nothing more is there.
-TunedServer::HeadState TunedServer::read_head(Idle& idle) {
+TunedServer::HeadState TunedServer::read_head(Parked& parked) {
   const RequestLimits& limits = options_.limits;
   // Past this, parse_request has its verdict (414 or 431) whatever follows.
   const std::size_t most = limits.max_header_bytes + limits.max_request_line;
   std::array<char, 16 * 1024> chunk;
   bool ended = false;  // the client closed its side (a FIN): a whole head before it still counts
-  while (idle.head.size() <= most) {
-    const ssize_t n = ::recv(idle.client.connection.socket().fd(), chunk.data(), chunk.size(),
+  while (parked.head.size() <= most) {
+    const ssize_t n = ::recv(parked.client.connection.socket().fd(), chunk.data(), chunk.size(),
                              MSG_DONTWAIT);
     if (n > 0) {
-      if (idle.head.empty()) idle.first_byte = Clock::now();
-      idle.head.append(chunk.data(), static_cast<std::size_t>(n));
+      if (parked.head.empty()) parked.first_byte = Clock::now();
+      parked.head.append(chunk.data(), static_cast<std::size_t>(n));
       if (static_cast<std::size_t>(n) < chunk.size()) break;  // most likely all there is
       continue;
     }
@@ -57,85 +39,61 @@ TunedServer::HeadState TunedServer::read_head(Idle& idle) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) break;
     return HeadState::closed;  // a reset
   }
-  idle.head.erase(0, leading_empty_lines(idle.head));  // RFC 9112 §2.2
+  parked.head.erase(0, leading_empty_lines(parked.head));  // RFC 9112 §2.2
   const HeadState wait = ended ? HeadState::closed : HeadState::more;
   // Parsed even when nothing new arrived: the bytes held may be a pipelined request that came
   // in behind a miss the poller served (poller_misses.cpp), not yet looked at.
-  if (idle.head.empty()) return wait;
+  if (parked.head.empty()) return wait;
   // Incomplete: if the read above stopped short of EAGAIN, a re-armed level-triggered fd
   // fires again at once for the rest; that is one extra wakeup, not a spin. Past `most` a worker
   // answers whatever the parser says (414 or 431).
-  return classify_head(idle, idle.head.size() > most ? HeadState::ready : wait);
+  return classify_head(parked, parked.head.size() > most ? HeadState::ready : wait);
 }
 
 // The one parse of a request on the poller: classify (admission.h) judges the head once, and
-// idle.front carries the verdict to answer_hit, admit, start_miss and dispatch.
-TunedServer::HeadState TunedServer::classify_head(Idle& idle, HeadState wait) {
-  if (idle.front) return HeadState::ready;  // judged already
-  ClassifiedRequest front = classify(idle.head, options_);
+// parked.front carries the verdict to answer_hit, admit, start_miss and dispatch.
+TunedServer::HeadState TunedServer::classify_head(Parked& parked, HeadState wait) {
+  if (parked.front) return HeadState::ready;  // judged already
+  ClassifiedRequest front = classify(parked.head, options_);
   if (front.status == ParseStatus::incomplete) return wait;
-  idle.front = std::move(front);
+  parked.front = std::move(front);
   return HeadState::ready;
-}
-
-// A request head that trickled past --client-timeout-ms: 408, from the poller, never a worker
-// (slow-loris clients cannot hold the pool). The bytes fit an empty send buffer; what the
-// client sent has been read, so the close is an orderly FIN, not a reset that could destroy the
-// 408. Logged at most once a second: two thousand slow clients must not flood stderr.
-void TunedServer::time_out_head(Idle& idle) {
-  const Socket& socket = idle.client.connection.socket();
-  server_.stats().errors.fetch_add(1, std::memory_order_relaxed);
-  head_timeouts_.fetch_add(1, std::memory_order_relaxed);
-  [[maybe_unused]] ssize_t sent =
-      ::send(socket.fd(), k408.data(), k408.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-  socket.shutdown_write();
-  const auto now = Clock::now();
-  if (now >= next_408_log_) {
-    std::string line = "client " + idle.client.connection.peer() +
-                       ": 408 request head not received in time";
-    if (unlogged_408_ > 0) line += " (and " + std::to_string(unlogged_408_) + " more not logged)";
-    log_line(line);
-    unlogged_408_ = 0;
-    next_408_log_ = now + Millis{1000};
-  } else {
-    ++unlogged_408_;
-  }
 }
 
 // A hit answered here, on the poller (serve_hit_now): a cache's most common request costs no
 // hand-off to a worker and back, which is most of what a hit costs (stage4-tuned/README.md).
 // `ready` when a worker must take the request, `more` when the connection stays parked.
-TunedServer::HeadState TunedServer::answer_hit(Idle& idle) {
+TunedServer::HeadState TunedServer::answer_hit(Parked& parked) {
   const auto began = Clock::now();
-  const HitOutcome outcome = serve_hit_now(idle.client.connection, idle.head, idle.front,
+  const HitOutcome outcome = serve_hit_now(parked.client.connection, parked.head, parked.front,
                                            server_.cache(), options_, server_.stats());
   if (outcome == HitOutcome::not_served) return HeadState::ready;
   latency_.observe(Clock::now() - began);
   if (outcome == HitOutcome::failed) {
-    idle.head.clear();
-    idle.front.reset();
+    parked.head.clear();
+    parked.front.reset();
     return HeadState::closed;
   }
-  idle.since = began;  // the idle timeout runs from the last response
+  parked.since = began;  // the idle timeout runs from the last response
   // A pipelined request already read goes to a worker, judged here first (for its origin's
   // limit); a partly sent hit waits in epoll.
-  if (outcome == HitOutcome::served && !idle.head.empty()) {
-    return classify_head(idle, HeadState::ready);
+  if (outcome == HitOutcome::served && !parked.head.empty()) {
+    return classify_head(parked, HeadState::ready);
   }
   return HeadState::more;
 }
 
 // The rest of a hit the client's socket did not take at once (answer_hit); then, as readable()
 // would, the next request: one already read (pipelined), or whatever has arrived.
-TunedServer::HeadState TunedServer::send_unsent(Idle& idle) {
-  const std::size_t before = idle.client.connection.unsent_bytes();
-  switch (idle.client.connection.send_unsent()) {
+TunedServer::HeadState TunedServer::send_unsent(Parked& parked) {
+  const std::size_t before = parked.client.connection.unsent_bytes();
+  switch (parked.client.connection.send_unsent()) {
     case IoStatus::ok:
-      idle.since = Clock::now();
-      return idle.head.empty() ? read_head(idle) : classify_head(idle, HeadState::ready);
+      parked.since = Clock::now();
+      return parked.head.empty() ? read_head(parked) : classify_head(parked, HeadState::ready);
     case IoStatus::timeout:
       // The client is reading: the write timeout runs from its last progress.
-      if (idle.client.connection.unsent_bytes() != before) idle.since = Clock::now();
+      if (parked.client.connection.unsent_bytes() != before) parked.since = Clock::now();
       return HeadState::more;
     default:
       return HeadState::closed;

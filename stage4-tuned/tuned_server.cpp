@@ -1,7 +1,8 @@
 // Stage 4's poller and workers (tuned_server.h explains the design). How the poller reads a
-// request head, answers a slow one 408 and a hit itself, is in request_heads.cpp; what it
-// measures (the pool's sizing, /metrics) in measurements.cpp; what the machine allows (workers,
-// descriptors) in machine_limits.cpp.
+// request head and answers a hit itself is in request_heads.cpp; its deadlines (the idle
+// timeout, the 408 to a slow head) in poller_timeouts.cpp; what it measures (the pool's sizing,
+// /metrics) in measurements.cpp; what the machine allows (workers, descriptors) in
+// machine_limits.cpp.
 #include "tuned_server.h"
 
 #include <poll.h>
@@ -109,11 +110,7 @@ TunedServer::TunedServer(Server& server, const TunedConfig& config)
     : server_(server),
       config_(fit_to_descriptors(config)),
       options_(server.config().proxy),
-      gates_(config.origin_limit_options, config.origin_limit_fixed,
-             [this] {
-               std::uint64_t one = 1;
-               [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
-             }),
+      gates_(config.origin_limit_options, config.origin_limit_fixed, [this] { wake_poller(); }),
       sizer_(sizer_options(config), initial_workers(config)),
       shedder_(shedder_options(config)),
       tunnels_(server.stats(), server.config().proxy.tunnel_idle_timeout),
@@ -150,7 +147,7 @@ TunedServer::~TunedServer() {
   pool_.shutdown();
   gates_.stop_waking();
   returned_.clear();
-  idle_.clear();
+  parked_.clear();
   ::close(wake_fd_);
   ::close(epoll_fd_);
 }
@@ -189,29 +186,35 @@ void TunedServer::run() {
     housekeeping(Clock::now());
   }
 
-  // Stop: no new clients, idle connections closed, queued ones told 503, in-flight ones finish
-  // (or are cut by Shutdown after the grace period) while the workers are joined.
+  // Stop: no new clients, parked connections closed, queued ones (for a worker or for their
+  // origin's limit) told 503, in-flight ones — a worker's or a poller miss — finish (or are cut
+  // by Shutdown after the grace period) while the workers are joined.
   stopping_.store(true);
   epoll_control(epoll_fd_, EPOLL_CTL_DEL, listener, 0);
   std::vector<Client> in_flight;  // misses the poller sent: they finish, as a worker's do
-  for (std::unique_ptr<Idle>& idle : idle_) {
-    if (idle && idle->waiting_since != Clock::time_point{}) {
-      reply_overloaded(idle->client.connection.release(), server_.stats(), "shutting down",
-                       "still waiting for its origin's limit");
-      continue;
+  for (std::unique_ptr<Parked>& parked : parked_) {
+    if (!parked) continue;
+    switch (parked->state) {
+      case ParkedState::awaiting_permit:
+        reply_overloaded(parked->client.connection.release(), server_.stats(), "shutting down",
+                         "still waiting for its origin's limit");
+        break;
+      case ParkedState::awaiting_origin:
+      case ParkedState::receiving_body:
+        stop_watching_origin(*parked);
+        in_flight.push_back(std::move(parked->client));
+        break;
+      case ParkedState::idle:
+      case ParkedState::reading_head:
+      case ParkedState::sending_response:
+        break;  // closed below, as parked_ is cleared
     }
-    if (!idle || !idle->client.miss) continue;
-    stop_watching_origin(*idle);
-    in_flight.push_back(std::move(idle->client));
   }
-  idle_.clear();
-  idle_count_.store(0);
+  parked_.clear();
+  parked_count_.store(0);
   origin_queues_.clear();
   orphans_.clear();  // their clients are gone: nothing to finish
-  {
-    std::lock_guard lock(returned_mutex_);
-    handed_orphans_.clear();
-  }
+  handed_orphans_.clear();
   for (Job& job : pool_.close()) {
     reply_overloaded(job.client.connection.release(), server_.stats(), "shutting down",
                      "still queued for a worker");
@@ -223,7 +226,6 @@ void TunedServer::run() {
     t_abandoned_origin.reset();  // a client that hung up meanwhile: nobody waits on its origin now
   }
   pool_.shutdown();
-  std::lock_guard lock(returned_mutex_);
   returned_.clear();
 }
 
@@ -235,7 +237,7 @@ void TunedServer::housekeeping(Clock::time_point now) {
   last_tick_ = now;
   busy_sum_ += static_cast<double>(pool_.busy());
   ++busy_ticks_;
-  close_idle(now);
+  sweep_timeouts(now);
   if (origin_pool_) origin_pool_->close_idle();
   if (config_.origin_limit) {
     time_out_orphans(now);
@@ -282,68 +284,84 @@ void TunedServer::accept_ready() {
 void TunedServer::park(Client client) {
   const int fd = client.connection.socket().fd();
   const auto index = static_cast<std::size_t>(fd);
-  if (index >= idle_.size()) idle_.resize(index + 1);
+  if (index >= parked_.size()) parked_.resize(index + 1);
   const auto now = Clock::now();
   // A worker that served one request of a pipelined batch hands the rest back: the poller
   // admits each request to its origin's limit (origin_admission.cpp).
   std::string head = client.connection.take_buffered();
-  idle_[index] = std::make_unique<Idle>(Idle{std::move(client), now, now, std::move(head), {}});
-  idle_count_.fetch_add(1, std::memory_order_relaxed);
+  auto parked = std::make_unique<Parked>(Parked{std::move(client), now, now, std::move(head), {}});
+  parked->state = client_wait(*parked);
+  parked_[index] = std::move(parked);
+  parked_count_.fetch_add(1, std::memory_order_relaxed);
   readable(fd);
 }
 
 void TunedServer::readable(int fd) {
   const auto index = static_cast<std::size_t>(fd);
-  if (index >= idle_.size() || !idle_[index]) return;
-  Idle& idle = *idle_[index];
-  if (idle.client.miss) {
-    // Its miss is watched for the client's hang-up only (start_miss): the origin request is
-    // dropped, as a worker drops it (ProxyOptions::drop_abandoned). But an event epoll_wait
-    // returned may belong to this descriptor number's previous owner, closed earlier in the same
-    // batch — a client, or a dropped miss's origin connection — since accept(2) hands out the
-    // lowest free number at once. Only a hang-up this socket shows now counts; its own
-    // registration has not fired, so it is still armed.
-    if (!peer_hung_up(fd)) return;
-    abandon_miss(idle, fd);
-    return;
+  if (index >= parked_.size() || !parked_[index]) return;
+  Parked& parked = *parked_[index];
+  HeadState next = HeadState::more;
+  switch (parked.state) {
+    case ParkedState::idle:
+    case ParkedState::reading_head:
+      next = read_head(parked);
+      break;
+    case ParkedState::sending_response:
+      next = send_unsent(parked);
+      break;
+    case ParkedState::awaiting_permit:
+      // Disarmed, and a late event of a previous owner of the descriptor must not read its
+      // next request into the queue with it.
+      return;
+    case ParkedState::awaiting_origin:
+    case ParkedState::receiving_body:
+      // Its miss is watched for the client's hang-up only (start_miss): the origin request is
+      // dropped, as a worker drops it (ProxyOptions::drop_abandoned). But an event epoll_wait
+      // returned may belong to this descriptor number's previous owner, closed earlier in the
+      // same batch — a client, or a dropped miss's origin connection — since accept(2) hands out
+      // the lowest free number at once. Only a hang-up this socket shows now counts; its own
+      // registration has not fired, so it is still armed.
+      if (peer_hung_up(fd)) abandon_miss(parked, fd);
+      return;
   }
-  // Waiting for its origin's limit: disarmed, and a late event of a previous owner of the
-  // descriptor must not read its next request into the queue with it.
-  if (idle.waiting_since != Clock::time_point{}) return;
-  HeadState state =
-      idle.client.connection.has_unsent() ? send_unsent(idle) : read_head(idle);
-  if (state == HeadState::ready) state = answer_hit(idle);
-  if (state == HeadState::ready && config_.origin_limit) {
-    const Admission admission = admit(idle, fd);
+  if (next == HeadState::ready) next = answer_hit(parked);
+  if (next == HeadState::ready && config_.origin_limit) {
+    const Admission admission = admit(parked, fd);
     if (admission == Admission::wait) return;  // stays parked, disarmed, in origin_queues_
     if (admission == Admission::shed) {
       free_slot(fd);
       return;
     }
   }
-  go_on(idle, fd, state);
+  go_on(parked, fd, next);
 }
 
-void TunedServer::go_on(Idle& idle, int fd, HeadState state) {
+TunedServer::ParkedState TunedServer::client_wait(const Parked& parked) noexcept {
+  if (parked.client.connection.has_unsent()) return ParkedState::sending_response;
+  return parked.head.empty() ? ParkedState::idle : ParkedState::reading_head;
+}
+
+void TunedServer::go_on(Parked& parked, int fd, HeadState next) {
   const auto index = static_cast<std::size_t>(fd);
   // A plain miss whose origin has a kept connection: sent from here (poller_misses.cpp).
-  if (state == HeadState::ready && config_.poller_misses && start_miss(idle, fd)) return;
-  switch (state) {
+  if (next == HeadState::ready && config_.poller_misses && start_miss(parked, fd)) return;
+  switch (next) {
     case HeadState::ready:
-      dispatch(idle);
+      dispatch(parked);
       break;
     case HeadState::closed:
-      if (!idle.head.empty()) {
-        log_line("client " + idle.client.connection.peer() +
+      if (!parked.head.empty()) {
+        log_line("client " + parked.client.connection.peer() +
                  ": closed before finishing its request head");
       }
       break;
     case HeadState::more: {
       // Once added, a connection stays in the set (EPOLLONESHOT disarms it while a worker has
       // it) until it closes, so coming back costs one MOD.
-      Client& client = idle.client;
+      Client& client = parked.client;
+      parked.state = client_wait(parked);
       const std::uint32_t events =
-          client.connection.has_unsent() ? kUnsentEvents : kParkedEvents;
+          parked.state == ParkedState::sending_response ? kUnsentEvents : kParkedEvents;
       if (epoll_client(epoll_fd_, client.in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, events)) {
         client.in_epoll = true;
         return;
@@ -352,15 +370,15 @@ void TunedServer::go_on(Idle& idle, int fd, HeadState state) {
     }
   }
   // Dispatched or closed: the slot is free (destroying a Client closes it and leaves epoll).
-  idle_[index].reset();
-  idle_count_.fetch_sub(1, std::memory_order_relaxed);
+  parked_[index].reset();
+  parked_count_.fetch_sub(1, std::memory_order_relaxed);
 }
 
-void TunedServer::dispatch(Idle& idle) {
-  Client client = std::move(idle.client);
-  // The head goes with its verdict (idle.front): the worker does not parse it again.
-  client.connection.add_buffered(idle.head, std::move(idle.front));
-  idle.front.reset();
+void TunedServer::dispatch(Parked& parked) {
+  Client client = std::move(parked.client);
+  // The head goes with its verdict (parked.front): the worker does not parse it again.
+  client.connection.add_buffered(parked.head, std::move(parked.front));
+  parked.front.reset();
   submit(std::move(client));
 }
 
@@ -476,10 +494,11 @@ void TunedServer::serve(Job job) {
     if (config_.origin_limit) break;
   }
   if (stopping_.load()) return;  // closes it: no more requests once stopping
-  {
-    std::lock_guard lock(returned_mutex_);
-    returned_.push_back(std::move(client));
-  }
+  returned_.post(std::move(client));
+  wake_poller();
+}
+
+void TunedServer::wake_poller() noexcept {
   std::uint64_t one = 1;
   [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
 }
@@ -487,52 +506,10 @@ void TunedServer::serve(Job job) {
 void TunedServer::take_returned() {
   std::uint64_t count;
   [[maybe_unused]] ssize_t n = ::read(wake_fd_, &count, sizeof count);
-  std::vector<Client> back;
-  {
-    std::lock_guard lock(returned_mutex_);
-    back.swap(returned_);
-  }
-  for (Client& client : back) park(std::move(client));
+  for (Client& client : returned_.take()) park(std::move(client));
   adopt_orphans();
   // A permit given back to an origin with requests waiting wakes the poller through here too.
   if (config_.origin_limit) admit_waiting(Clock::now());
-}
-
-void TunedServer::close_idle(Clock::time_point now) {
-  // A linear scan every tick; parked connections are few compared with what a scan of a
-  // vector costs.
-  for (std::unique_ptr<Idle>& idle : idle_) {
-    if (!idle) continue;
-    if (idle->waiting_since != Clock::time_point{}) continue;  // admit_waiting sheds it, or not
-    if (idle->client.miss) {
-      // No byte from its origin for the origin timeout: a worker answers 504 (or cuts a stalled
-      // body), as its own read would have.
-      const bool timed_out = now - idle->client.origin_progress >= options_.origin_timeout;
-      // A head here a tick ago with its body not whole yet is still arriving — a slow body, or
-      // a stream such as server-sent events that may never reach 128 KiB: a worker relays it as
-      // it comes, where the poller would hold all of it back until its end. A head still
-      // arriving stays here, where the origin timeout runs from its last byte.
-      const bool arriving = idle->client.answer_began != Clock::time_point{} &&
-                            now - idle->client.answer_began >= Millis{kTickMs};
-      if (!timed_out && !arriving) continue;
-      stop_watching_origin(*idle);
-      dispatch(*idle);
-    } else if (idle->client.connection.has_unsent()) {
-      // A response going out, not an idle connection: given up on only when the client took
-      // nothing for the write timeout, as a worker's write_all would be (a pipelined request
-      // behind it waits its turn, and is no slow head).
-      if (now - idle->since < options_.write_timeout) continue;
-    } else if (!idle->head.empty()) {
-      if (now - idle->first_byte < options_.client_timeout) continue;
-      time_out_head(*idle);
-    } else if (now - idle->since >= config_.idle_timeout) {
-      idle_closed_.fetch_add(1, std::memory_order_relaxed);
-    } else {
-      continue;
-    }
-    idle.reset();
-    idle_count_.fetch_sub(1, std::memory_order_relaxed);
-  }
 }
 
 }  // namespace proxy

@@ -21,6 +21,7 @@
 
 #include "elastic_pool.h"
 #include "machine_limits.h"
+#include "mailbox.h"
 #include "metrics.h"
 #include "origin_gates.h"
 #include "origin_pool.h"
@@ -107,7 +108,6 @@ class TunedServer {
           miss(std::move(other.miss)),
           miss_sent(other.miss_sent),
           origin_progress(other.origin_progress),
-          answer_began(other.answer_began),
           permit(std::move(other.permit)),
           open_(std::exchange(other.open_, nullptr)) {}
     Client& operator=(Client&& other) noexcept {
@@ -118,7 +118,6 @@ class TunedServer {
         miss = std::move(other.miss);
         miss_sent = other.miss_sent;
         origin_progress = other.origin_progress;
-        answer_began = other.answer_began;
         permit = std::move(other.permit);
         open_ = std::exchange(other.open_, nullptr);
       }
@@ -134,9 +133,6 @@ class TunedServer {
     /// origin timeout runs from it).
     std::chrono::steady_clock::time_point miss_sent{};
     std::chrono::steady_clock::time_point origin_progress{};
-    /// When its answer's head was all here and its body not (zero until then): a body still
-    /// arriving a tick later goes to a worker, which relays it as it comes (close_idle).
-    std::chrono::steady_clock::time_point answer_began{};
     /// The request's place in its origin's limit (origin_gates.h), from admission until its
     /// answer is relayed; empty for hits, CONNECT and the proxy's own /metrics.
     OriginPermit permit;
@@ -149,21 +145,40 @@ class TunedServer {
     }
     std::atomic<std::size_t>* open_;
   };
-  // A connection between requests, owned by the poller: parked in epoll, and reading its next
-  // request head there (`head` holds what has arrived of it).
-  struct Idle {
+  // What a connection the poller holds waits for. Each state has its own deadline, and only
+  // the poller reads or sets it: where the connection goes back to epoll (client_wait), joins
+  // its origin's queue (admit), sends a miss (start_miss), or its origin's answer head arrives.
+  enum class ParkedState {
+    idle,              // between requests, no byte of the next one yet (--idle-timeout-ms)
+    reading_head,      // part of a request head here (--client-timeout-ms, then 408)
+    sending_response,  // a response the socket did not take whole, sent as the client reads it
+    awaiting_permit,   // a whole head in its origin's queue (origin_queues_, admit_waiting)
+    awaiting_origin,   // a poller miss sent, its answer's head not here yet (--origin-timeout-ms)
+    receiving_body,    // that answer's head here, its body not whole: a worker takes it a tick on
+  };
+  // A client connection the poller holds, registered in its epoll set and holding no worker:
+  // between requests, reading a request head (`head` holds what has arrived of it), sending the
+  // rest of a response, or with a request the poller serves itself that waits for its origin's
+  // limit or its origin's answer (`state` says which).
+  struct Parked {
     Client client;
-    std::chrono::steady_clock::time_point since;       // parked at; the idle timeout runs from it
+    // Parked at, or its last response (the idle timeout runs from it), or the client's last
+    // progress reading one (sending_response: the write timeout runs from it).
+    std::chrono::steady_clock::time_point since;
     std::chrono::steady_clock::time_point first_byte;  // of `head`; the client timeout runs from it
     std::string head;
-    // Since when its request waits for its origin's limit (origin_queues_); zero when it does not.
+    // awaiting_permit: since when its request waits for its origin's limit (origin_queues_).
     std::chrono::steady_clock::time_point waiting_since{};
     // classify's verdict on the request at the front of `head` (admission.h), made once when
     // that head is whole (classify_head) and carried — to the hit, the origin's limit, the miss,
     // or a worker — until the request leaves the poller; empty until then.
     std::optional<ClassifiedRequest> front{};
+    ParkedState state = ParkedState::idle;  // what it waits for: all the poller branches on
+    // receiving_body: when its miss's answer head was all here. A body still arriving a tick
+    // later goes to a worker, which relays it as it comes (sweep_timeouts).
+    std::chrono::steady_clock::time_point answer_began{};
   };
-  // The requests waiting for one origin's limit, oldest first (descriptors into idle_), and
+  // The requests waiting for one origin's limit, oldest first (descriptors into parked_), and
   // that queue's own CoDel: a collapsing origin's standing queue sheds its own newcomers, never
   // another origin's.
   struct OriginQueue {
@@ -185,16 +200,17 @@ class TunedServer {
   // failed) by now, without waiting.
   static bool peer_hung_up(int fd) noexcept;
   void serve(Job job);                // on a worker
+  void wake_poller() noexcept;        // from any thread: the poller takes its mailboxes
   void accept_ready();                // on the poller
   void park(Client client);           // on the poller: wait in epoll for the next request
   void readable(int fd);              // on the poller: bytes (or an end) on a parked connection
   // Misses without a worker (poller_misses.cpp), on the poller.
-  bool start_miss(Idle& idle, int fd);    // true: sent, and the connection waits on its origin
-  void origin_readable(int origin_fd);    // its origin's answer, or part of it
-  void stop_watching_origin(Idle& idle);  // before the miss leaves the poller
+  bool start_miss(Parked& parked, int fd);    // true: sent, and it waits on its origin
+  void origin_readable(int origin_fd);        // its origin's answer, or part of it
+  void stop_watching_origin(Parked& parked);  // before the miss leaves the poller
   // The client of a poller miss hung up: the request is dropped, but while the origin is still
   // serving it, it still counts against the origin's limit.
-  void abandon_miss(Idle& idle, int fd);
+  void abandon_miss(Parked& parked, int fd);
   void orphan_readable(int origin_fd);    // an abandoned request's origin answered (some of it)
   // On a worker: its request's origin connection, dropped because the client hung up, goes to
   // the poller with the permit (`origin` invalid: nothing to wait for, the permit goes back).
@@ -205,23 +221,36 @@ class TunedServer {
   // What is left of --origin-timeout-ms at `now` since the last byte of client.miss's origin.
   [[nodiscard]] Millis origin_wait_left(const Client& client,
                                         std::chrono::steady_clock::time_point now) const;
-  HeadState read_head(Idle& idle);    // on the poller: reads what has arrived, never waits
-  // On the poller: classifies a whole head at the front of idle.head once (idle.front); `wait`
-  // is returned while it is not whole.
-  HeadState classify_head(Idle& idle, HeadState wait);
-  HeadState answer_hit(Idle& idle);   // on the poller: a hit, answered without a worker
-  HeadState send_unsent(Idle& idle);  // on the poller: the rest of a hit, when writable
-  void dispatch(Idle& idle);          // on the poller: a whole head is here, to a worker
+  // What a connection with no request in the poller's hands waits for in epoll: the client to
+  // read the rest of a response, the rest of a head, or a next request.
+  static ParkedState client_wait(const Parked& parked) noexcept;
+  HeadState read_head(Parked& parked);    // on the poller: reads what has arrived, never waits
+  // On the poller: classifies a whole head at the front of parked.head once (parked.front);
+  // `wait` is returned while it is not whole.
+  HeadState classify_head(Parked& parked, HeadState wait);
+  HeadState answer_hit(Parked& parked);   // on the poller: a hit, answered without a worker
+  HeadState send_unsent(Parked& parked);  // on the poller: the rest of a response, when writable
+  void dispatch(Parked& parked);          // on the poller: a whole head is here, to a worker
   // The origin's limit (origin_gates.h), on the poller: go holds a permit (or needs none).
-  Admission admit(Idle& idle, int fd);
-  void go_on(Idle& idle, int fd, HeadState state);  // after admission: poller miss, worker, close
+  Admission admit(Parked& parked, int fd);
+  // After admission: a poller miss, a worker, a close, or back to epoll.
+  void go_on(Parked& parked, int fd, HeadState next);
   void admit_waiting(std::chrono::steady_clock::time_point now);
   void submit(Client client);         // on the poller: to a worker, or shed with 503
   bool enqueue(Client& client);       // on the poller: false (client untouched) when full
   void take_returned();               // on the poller
   void housekeeping(std::chrono::steady_clock::time_point now);
-  void close_idle(std::chrono::steady_clock::time_point now);
-  void time_out_head(Idle& idle);     // on the poller: 408, then close
+  // On the poller, once a tick: each parked connection's deadline, by its state
+  // (poller_timeouts.cpp).
+  void sweep_timeouts(std::chrono::steady_clock::time_point now);
+  // The sweep's handlers, one per state with a deadline: each deals with a connection whose
+  // deadline has passed at `now` (closes it, answers 408, or hands its miss to a worker) and
+  // returns true, its slot to be freed; false leaves it parked.
+  bool time_out_idle(Parked& parked, std::chrono::steady_clock::time_point now);
+  bool time_out_head(Parked& parked, std::chrono::steady_clock::time_point now);  // 408, then close
+  bool time_out_send(Parked& parked, std::chrono::steady_clock::time_point now);
+  bool time_out_origin(Parked& parked, std::chrono::steady_clock::time_point now);
+  bool time_out_body(Parked& parked, std::chrono::steady_clock::time_point now);
   void resize_pool(std::chrono::steady_clock::time_point now, bool urgent);
   void shed(Socket socket, const char* reason);
   [[nodiscard]] double oldest_wait(std::chrono::steady_clock::time_point now) const;
@@ -230,14 +259,14 @@ class TunedServer {
   TunedConfig config_;
   ProxyOptions options_;  // the server's, with keep_alive and metrics set
   int epoll_fd_ = -1;
-  int wake_fd_ = -1;      // eventfd: a worker returned a connection
+  int wake_fd_ = -1;      // eventfd: a worker posted to a mailbox, or a permit came back
   LatencyHistogram latency_;  // every request, hits on the poller included (/metrics)
   // The requests workers served, and their service time: what the pool's sizing sees. Hits on
   // the poller hold no worker, and their microseconds would pass for the pool's unloaded latency.
   std::atomic<std::uint64_t> worker_requests_{0};
   std::atomic<std::uint64_t> worker_nanoseconds_{0};
   std::atomic<std::size_t> open_{0};
-  std::atomic<std::size_t> idle_count_{0};
+  std::atomic<std::size_t> parked_count_{0};
   std::atomic<std::uint64_t> shed_{0};
   std::atomic<std::uint64_t> idle_closed_{0};
   std::atomic<bool> stopping_{false};
@@ -250,7 +279,7 @@ class TunedServer {
   OriginGates gates_;
 
   // Poller-only state.
-  std::vector<std::unique_ptr<Idle>> idle_;  // indexed by fd; null where none
+  std::vector<std::unique_ptr<Parked>> parked_;  // indexed by fd; null where none
   std::unordered_map<const OriginGate*, OriginQueue> origin_queues_;
   std::vector<int> origin_owner_;  // indexed by an origin's fd: its miss's client fd, or -1
   // A request whose client hung up while its origin was still serving it, keyed by the origin
@@ -286,9 +315,9 @@ class TunedServer {
   // When each queued job was queued, oldest first: the front's age is the queueing delay.
   std::deque<std::chrono::steady_clock::time_point> waiting_;
 
-  std::mutex returned_mutex_;  // guards returned_ and handed_orphans_
-  std::vector<Client> returned_;  // connections workers finished with, still open
-  std::vector<Orphan> handed_orphans_;  // worker requests whose clients hung up (keep_abandoned)
+  // From the workers to the poller; each post is followed by wake_poller().
+  Mailbox<Client> returned_;        // connections workers finished with, still open
+  Mailbox<Orphan> handed_orphans_;  // worker requests whose clients hung up (keep_abandoned)
 
   std::optional<OriginPool> origin_pool_;  // before pool_: the workers use it
   TunnelRelay tunnels_;  // before pool_: workers hand tunnels to it until they are joined

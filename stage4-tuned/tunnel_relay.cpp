@@ -66,14 +66,10 @@ TunnelRelay::~TunnelRelay() {
     if (tunnel && !tunnel->ended) end(*tunnel, true);
   }
   by_fd_.clear();
-  {
-    std::lock_guard lock(adopted_mutex_);
-    for (EstablishedTunnel& t : adopted_) {
-      t.client.reset();
-      t.origin.reset();
-      stats_.tunnels_open.fetch_sub(1, std::memory_order_relaxed);
-    }
-    adopted_.clear();
+  for (EstablishedTunnel& t : adopted_.take()) {
+    t.client.reset();
+    t.origin.reset();
+    stats_.tunnels_open.fetch_sub(1, std::memory_order_relaxed);
   }
   ::close(wake_fd_);
   ::close(epoll_fd_);
@@ -81,10 +77,7 @@ TunnelRelay::~TunnelRelay() {
 
 void TunnelRelay::adopt(EstablishedTunnel tunnel) {
   open_.fetch_add(1, std::memory_order_relaxed);
-  {
-    std::lock_guard lock(adopted_mutex_);
-    adopted_.push_back(std::move(tunnel));
-  }
+  adopted_.post(std::move(tunnel));
   std::uint64_t one = 1;
   [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
 }
@@ -130,12 +123,7 @@ void TunnelRelay::run(std::stop_token stop) {
 void TunnelRelay::take_adopted() {
   std::uint64_t count;
   [[maybe_unused]] ssize_t n = ::read(wake_fd_, &count, sizeof count);
-  std::vector<EstablishedTunnel> adopted;
-  {
-    std::lock_guard lock(adopted_mutex_);
-    adopted.swap(adopted_);
-  }
-  for (EstablishedTunnel& established : adopted) {
+  for (EstablishedTunnel& established : adopted_.take()) {
     auto tunnel = std::make_shared<Tunnel>();
     tunnel->sides[0].socket = std::move(established.client);
     tunnel->sides[1].socket = std::move(established.origin);

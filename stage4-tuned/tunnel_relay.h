@@ -12,11 +12,11 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "mailbox.h"
 #include "proxy.h"
 
 namespace proxy {
@@ -55,8 +55,7 @@ class TunnelRelay {
   int wake_fd_ = -1;
   std::atomic<std::size_t> open_{0};
 
-  std::mutex adopted_mutex_;  // guards adopted_
-  std::vector<EstablishedTunnel> adopted_;
+  Mailbox<EstablishedTunnel> adopted_;  // from the workers; each post is followed by a wake
 
   // Relay-thread state: tunnels by the fds of their two sides.
   std::vector<std::shared_ptr<Tunnel>> by_fd_;
