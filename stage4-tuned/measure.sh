@@ -15,7 +15,11 @@
 #      CONNS (default "100 400"), FIXED (fixed worker counts, default "128 512"),
 #      DELAYS (origin latencies in ms, default "20"), CAPACITY (when set, also an origin that
 #      serves at most CAPACITY requests at once). An empty CONNS, FIXED or DELAYS means the
-#      default.
+#      default. VARIANTS (default "fixed noreuse nobatch nopoller"; "" for none): which stage 4
+#      variants run beside its defaults. HITS=1 adds a hit scenario per CONNS (one cached 1 KiB
+#      object). BASE=DIR (a bin/ folder of another build, e.g. of the commit before a refactor)
+#      runs that build's stage 4 too, as stage4-base, just before stage4-auto in every scenario:
+#      the side-by-side "nothing lost" check of a change that should not change speed.
 set -euo pipefail
 DUR="${1:-10}"
 command -v wrk > /dev/null || { echo "measure.sh: wrk is not installed (scripts/install-deps bench)" >&2; exit 2; }
@@ -120,7 +124,7 @@ miss_scenario() {
   ORIGIN_PID="$pid"
   run "$sc" origin-direct-close "$port" "$pid" "$c" "$target" miss 1
   run "$sc" origin-direct "$port" "$pid" "$c" "$target" miss
-  for w in ${FIXED:-128 512}; do
+  variant fixed && for w in ${FIXED:-128 512}; do
     start s3 "$BIN/stage3-pool" --port 0 --workers "$w" --queue 1024
     run "$sc" "stage3-w$w" "$PORT_s3" "$PID_s3" "$c" "$target" miss
     stop s3
@@ -128,18 +132,14 @@ miss_scenario() {
     run "$sc" "stage4-w$w" "$PORT_s4" "$PID_s4" "$c" "$target" miss
     stop s4
   done
-  start s4 "$BIN/stage4-tuned" --port 0 --no-origin-reuse
-  run "$sc" stage4-auto-noreuse "$PORT_s4" "$PID_s4" "$c" "$target" miss
-  stop s4
-  start s4 "$BIN/stage4-tuned" --port 0 --no-batch-workers
-  run "$sc" stage4-auto-nobatch "$PORT_s4" "$PID_s4" "$c" "$target" miss
-  stop s4
-  start s4 "$BIN/stage4-tuned" --port 0 --no-poller-misses
-  run "$sc" stage4-auto-nopoller "$PORT_s4" "$PID_s4" "$c" "$target" miss
-  stop s4
-  start s4 "$BIN/stage4-tuned" --port 0
-  run "$sc" stage4-auto "$PORT_s4" "$PID_s4" "$c" "$target" miss
-  stop s4
+  local flag
+  for flag in noreuse:--no-origin-reuse nobatch:--no-batch-workers nopoller:--no-poller-misses; do
+    variant "${flag%%:*}" || continue
+    start s4 "$BIN/stage4-tuned" --port 0 "${flag#*:}"
+    run "$sc" "stage4-auto-${flag%%:*}" "$PORT_s4" "$PID_s4" "$c" "$target" miss
+    stop s4
+  done
+  stage4_pair "$sc" "$c" "$target" miss
   grep -o 'workers=[0-9]* ([^)]*) queue=[0-9]* shed=[0-9]*' "$OUT/s4.out" | sed "s/^/# $sc stage4-auto at stop: /"  || true
   # The peers (bench/peers/): squid, a forward proxy like the stages, and nginx proxy_cache and
   # Varnish, reverse proxies told the origin (the same absolute-form requests reach them). Each
@@ -153,9 +153,36 @@ miss_scenario() {
     stop "$name"
   done
 }
+# variant NAME: whether VARIANTS asks for stage 4 variant NAME.
+variant() { [[ " ${VARIANTS-fixed noreuse nobatch nopoller} " == *" $1 "* ]]; }
+# stage4_pair SCENARIO CONNS TARGET WORKLOAD: BASE's stage 4 (when set), then this build's.
+stage4_pair() {
+  if [[ -n "${BASE:-}" ]]; then
+    start s4 "$BASE/stage4-tuned" --port 0
+    run "$1" stage4-base "$PORT_s4" "$PID_s4" "$2" "$3" "$4"
+    stop s4
+  fi
+  start s4 "$BIN/stage4-tuned" --port 0
+  run "$1" stage4-auto "$PORT_s4" "$PID_s4" "$2" "$3" "$4"
+  stop s4
+}
 # peer_binary PEER: the daemon a peer script runs (its PEER_BINARY line).
 peer_binary() { sed -n 's/^PEER_BINARY=//p' "$PEERS/$1"; }
 
+# Hits: one cached object, every client asking for it (stage 4 answers them on the poller).
+if [[ ${HITS:-0} == 1 ]]; then
+  for c in ${CONNS:-100 400}; do
+    ORIGIN_PID="$PID_origin"
+    stage4_pair "hit-c$c" "$c" "$O/bytes/1024" hit
+    for peer in ${MEASURE_PEERS-squid nginx-cache varnish}; do
+      [[ -x "$PEERS/$peer" ]] && command -v "$(peer_binary "$peer")" > /dev/null || continue
+      name="${peer//-/_}"
+      start "$name" "$PEERS/$peer" --dir "$OUT/$peer" --origin "127.0.0.1:$PORT_origin"
+      run "hit-c$c" "$peer" "$(eval echo "\$PORT_$name")" "$(eval echo "\$PID_$name")" "$c" "$O/bytes/1024" hit
+      stop "$name"
+    done
+  done
+fi
 for d in ${DELAYS:-20}; do
   for c in ${CONNS:-100 400}; do
     miss_scenario "miss-${d}ms-c$c" "$c" "$O/delay/$d/bytes/1024" "$PORT_origin" "$PID_origin"
