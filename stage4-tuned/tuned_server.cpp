@@ -2,7 +2,7 @@
 // request head and answers a hit itself is in request_heads.cpp; its deadlines (the idle
 // timeout, the 408 to a slow head) in poller_timeouts.cpp; what it measures (the pool's sizing,
 // /metrics) in measurements.cpp; what the machine allows (workers, descriptors) in
-// machine_limits.cpp.
+// machine_limits.cpp; how it queues a request for a worker, or sheds it, in load_shedding.cpp.
 #include "tuned_server.h"
 
 #include <poll.h>
@@ -231,8 +231,7 @@ void TunedServer::run() {
 
 // Every loop: the shedder sees the queueing delay now. Once a tick: timeouts and sizing.
 void TunedServer::housekeeping(Clock::time_point now) {
-  const double wait = oldest_wait(now);
-  queue_standing_.store(shedder_.observe(wait, seconds(now - started_)), std::memory_order_relaxed);
+  const double wait = observe_queue(now);  // load_shedding.cpp
   if (now - last_tick_ < Millis{kTickMs}) return;
   last_tick_ = now;
   busy_sum_ += static_cast<double>(pool_.busy());
@@ -382,75 +381,9 @@ void TunedServer::dispatch(Parked& parked) {
   submit(std::move(client));
 }
 
-// Queues a job, noting when it was queued for the shedder. The note goes first and is taken
-// back on refusal: a worker that starts the job at once must find it.
-bool TunedServer::enqueue(Client& client) {
-  const auto now = Clock::now();
-  {
-    std::lock_guard lock(waiting_mutex_);
-    waiting_.push_back(now);
-  }
-  Job job{std::move(client), now};
-  if (pool_.try_submit(std::move(job))) return true;
-  client = std::move(job.client);
-  std::lock_guard lock(waiting_mutex_);
-  waiting_.pop_back();  // the queue is full, so workers took none of the notes behind it
-  return false;
-}
-
-void TunedServer::submit(Client client) {
-  // LAB(4) BEGIN TunedServer::submit
-  // Load shedding by queueing delay (CoDel, queue_delay.h): while requests have stood in the
-  // queue past --shed-delay-ms for --shed-interval-ms, a newcomer would only wait behind them.
-  // Saying so at once beats a client timing out in a queue it cannot see.
-  if (queue_standing_.load(std::memory_order_relaxed)) {
-    shed(client.connection.release(), "requests have waited past --shed-delay-ms (CoDel)");
-    return;
-  }
-  // And a hard bound on memory: every worker busy and the queue full.
-  if (!enqueue(client)) {
-    shed(client.connection.release(), "the worker queue is full (--queue)");
-  }
-  // LAB(4) STUB
-  // // Until load shedding is written, a client the full queue refuses is dropped (a bare close).
-  // if (!enqueue(client)) {
-  //   log_line("TODO(student) lab 4: TunedServer::submit dropped a client the full queue refused "
-  //            "instead of shedding it with a 503 (stage4-tuned/tuned_server.cpp)");
-  // }
-  // LAB(4) END
-}
-
-void TunedServer::shed(Socket socket, const char* reason) {
-  // LAB(4) BEGIN TunedServer::shed
-  shed_.fetch_add(1, std::memory_order_relaxed);
-  reply_overloaded(std::move(socket), server_.stats(), "load shed", reason);
-  // LAB(4) STUB
-  // (void)socket;  // closed on return: a bare close, no 503
-  // log_line(std::string("TODO(student) lab 4: TunedServer::shed closed a client without a 503 (") + reason +
-  //          ") (stage4-tuned/tuned_server.cpp)");
-  // LAB(4) END
-}
-
-double TunedServer::oldest_wait(Clock::time_point now) const {
-  std::lock_guard lock(waiting_mutex_);
-  return waiting_.empty() ? 0 : seconds(now - waiting_.front());
-}
-
 // On a worker: serve the requests this connection has ready, then hand it back to the poller.
 void TunedServer::serve(Job job) {
-  const auto start = Clock::now();
-  {
-    std::lock_guard lock(waiting_mutex_);
-    if (!waiting_.empty()) waiting_.pop_front();
-  }
-  // CoDel drops at the head of the queue: a request that waited past the target while the queue
-  // stood is refused now rather than served late.
-  if (queue_standing_.load(std::memory_order_relaxed) &&
-      start - job.queued_at > config_.shed_delay) {
-    shed(job.client.connection.release(),
-         "waited past --shed-delay-ms while the queue stood (CoDel)");
-    return;
-  }
+  if (!leave_queue(job)) return;  // shed: it waited too long (load_shedding.cpp)
   Client& client = job.client;
   ClientConnection& connection = client.connection;
   Cache& cache = server_.cache();

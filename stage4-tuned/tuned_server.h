@@ -236,8 +236,6 @@ class TunedServer {
   // After admission: a poller miss, a worker, a close, or back to epoll.
   void go_on(Parked& parked, int fd, HeadState next);
   void admit_waiting(std::chrono::steady_clock::time_point now);
-  void submit(Client client);         // on the poller: to a worker, or shed with 503
-  bool enqueue(Client& client);       // on the poller: false (client untouched) when full
   void take_returned();               // on the poller
   void housekeeping(std::chrono::steady_clock::time_point now);
   // On the poller, once a tick: each parked connection's deadline, by its state
@@ -252,8 +250,18 @@ class TunedServer {
   bool time_out_origin(Parked& parked, std::chrono::steady_clock::time_point now);
   bool time_out_body(Parked& parked, std::chrono::steady_clock::time_point now);
   void resize_pool(std::chrono::steady_clock::time_point now, bool urgent);
-  void shed(Socket socket, const char* reason);
+  // Load shedding by queueing delay (load_shedding.cpp, lab 4's hand-in; CoDel, queue_delay.h).
+  void submit(Client client);         // on the poller: to a worker, or shed with 503
+  bool enqueue(Client& client);       // on the poller: false (client untouched) when full
+  void shed(Socket socket, const char* reason);  // poller or worker: a 503 now, counted in shed_
+  // How long, in seconds, the job queued longest has waited at `now` (0: none). Any thread.
   [[nodiscard]] double oldest_wait(std::chrono::steady_clock::time_point now) const;
+  // On the poller: feeds the shedder the queueing delay now (returned) and publishes its
+  // verdict in queue_standing_.
+  double observe_queue(std::chrono::steady_clock::time_point now);
+  // On a worker, first thing with each job: takes its note off the queue; false when the job
+  // was shed instead, having waited past --shed-delay-ms while the queue stood.
+  bool leave_queue(Job& job);
 
   Server& server_;
   TunedConfig config_;
