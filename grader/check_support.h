@@ -120,5 +120,9 @@ RunOutcome check_shedding(const CheckSpec& spec, const StageInfo& stage, const C
 /// Stage 4: a POST reaches the origin at most once when the origin drops the kept connection it
 /// could have taken, and is answered (checks_post_once.cpp).
 RunOutcome check_post_once(const CheckSpec& spec, const StageInfo& stage, const CheckContext& ctx);
+/// Stage 4: clients that do not read for a moment, then read slowly, get every response whole
+/// and byte-exact, the poller's hits and the workers' alike, pipelined or not
+/// (checks_slow_reader.cpp).
+RunOutcome check_slow_reader(const CheckSpec& spec, const StageInfo& stage, const CheckContext& ctx);
 
 }  // namespace grader

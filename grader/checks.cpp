@@ -3,7 +3,7 @@
 // see, so the same code grades the reference and a student's tree. Every wait has a deadline:
 // a hung submission fails its check instead of hanging the grader. The checks themselves:
 // checks_functional.cpp, checks_sanitizers.cpp, checks_throughput.cpp, checks_escapes.cpp,
-// checks_origin_limit.cpp, checks_shedding.cpp, checks_post_once.cpp.
+// checks_origin_limit.cpp, checks_shedding.cpp, checks_post_once.cpp, checks_slow_reader.cpp.
 #include "check_support.h"
 
 namespace grader {
@@ -25,6 +25,7 @@ RunOutcome run_check_once(const CheckSpec& spec, const StageInfo& stage, const C
     if (spec.id == "origin-limit") return check_origin_limit(spec, stage, ctx);
     if (spec.id == "shedding") return check_shedding(spec, stage, ctx);
     if (spec.id == "post-once") return check_post_once(spec, stage, ctx);
+    if (spec.id == "slow-reader") return check_slow_reader(spec, stage, ctx);
     return {false, "the grader has no check named '" + spec.id + "'", {}};
   } catch (const std::exception& e) {
     return {false, std::string("the check could not run: ") + e.what(), {}};

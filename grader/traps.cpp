@@ -78,6 +78,12 @@ const std::map<std::string, std::string>& default_hints() {
        "connection after a kept one closed unanswered. Only idempotent methods (RFC 9110 "
        "§9.2.2) may be retried; a POST never goes out on a kept connection the origin may be "
        "closing, and is never sent again."},
+      {"hit-drops-unsent",
+       "a response lost bytes on their way to a client that read slowly: where its body should "
+       "have gone on, the next response began. A non-blocking send to a full socket takes only "
+       "part; what it did not take must be kept (the connection's unsent bytes) and sent when "
+       "epoll says the socket is writable (EPOLLOUT), before the next response, never dropped "
+       "(stage4-tuned/README.md, \"The design, and why\", 9)."},
       {"hits-wait",
        "hits wait for the origin's limit: a cached object waited for a permit while the origin's "
        "limit was full. A hit sends nothing to the origin, so it needs no permit; answer it "
@@ -422,6 +428,13 @@ std::string classify_trap(const std::string& check, const std::string& output) {
   if (check == "shedding") return shedding_trap(output);
   if (check == "post-once" && has("[FAIL] a POST reaches the origin at most once")) {
     return "post-resent";
+  }
+  // The next response's head where a body should have gone on: the rest of that response was
+  // dropped, not merely late (a stage that stops sending leaves a body short, with no head after
+  // it). Only once the stage has served the objects at all.
+  if (check == "slow-reader" && has("[pass] the objects are fetched and stored") &&
+      has("where the next response's head began")) {
+    return "hit-drops-unsent";
   }
   if (check == "queue-bound" && has("[FAIL] past a full queue a stage that sheds load")) {
     return "never-sheds";

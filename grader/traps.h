@@ -14,8 +14,8 @@ namespace grader {
 /// "lost-wakeup", "pop-notifies-nobody", "lock-order", "data-race", "close-under-lock",
 /// "close-wakes", "pointer-into-vector", "leaked-socket", "detached-workers"; stage 4's
 /// origin-limit check: "origin-limit-bypassed", "permit-leak", "hits-wait"; its shedding
-/// check: "never-sheds", "sheds-by-length", "shedding-never-stops"; post-once: "post-resent"),
-/// or "" when it points at none.
+/// check: "never-sheds", "sheds-by-length", "shedding-never-stops"; post-once: "post-resent";
+/// slow-reader: "hit-drops-unsent"), or "" when it points at none.
 std::string classify_trap(const std::string& check, const std::string& output);
 
 /// The one line a failed check's report starts with, "LIKELY TRAP: ..." (the manifest's

@@ -732,6 +732,57 @@ TEST(TrapHints, APostTheOriginReceivedTwiceIsPostResent) {
             "");
 }
 
+// ---- slow-reader (stage 4): hits asked for without reading, then read slowly ----------------
+
+// hit-drops-unsent.patch: the poller's send stopped short at a full socket and the rest was
+// dropped, so the next response's head came where the body should have gone on.
+const std::string kHitCutShort =
+    "  [pass] the objects are fetched and stored: 60000 and 300000 bytes, byte-exact\n"
+    "  (each connection asked for 76 hits or so, 5760 kB of bodies, past the 4096 KiB a send "
+    "buffer may grow to; read in 1975 ms)\n"
+    "  [FAIL] 12 clients, each asking for its hits one at a time (60000-byte bodies, every "
+    "sixteenth 300000) without reading, then reading slowly after 500 ms, get every response "
+    "whole and byte-exact\n"
+    "         794 of 874 responses whole and byte-exact (60.9 MB received for 66.6 MB of "
+    "bodies)\n"
+    "         client 1: response 65 of 76 (a 60000-byte body, small enough for the poller to "
+    "send): not byte-exact from body byte 14912, where the next response's head began: the "
+    "rest of this response was never sent (bytes the client's socket did not take at once, "
+    "lost)\n"
+    "  [FAIL] one keep-alive connection with such hits all pipelined at once, not read for 500 "
+    "ms, then read slowly, gets every response whole and byte-exact, in order\n"
+    "         38 of 76 responses whole and byte-exact (2.8 MB received for 5.8 MB of bodies)\n"
+    "  [pass] every response was a hit: the origin was asked for each object once\n"
+    "  [pass] SIGTERM: the stage stops and exits 0\n";
+
+TEST(TrapHints, TheNextResponseWhereABodyShouldGoOnIsAHitThatDropsItsUnsentBytes) {
+  EXPECT_EQ(classify_trap("slow-reader", kHitCutShort), "hit-drops-unsent");
+  EXPECT_EQ(trap_hint("slow-reader", kHitCutShort, nlohmann::json())
+                .rfind("LIKELY TRAP (hit-drops-unsent): a response lost bytes on their way to a "
+                       "client that read slowly", 0),
+            0u);
+}
+
+// In the check's format: a stage that stops sending leaves a body short with nothing after it
+// (the rest kept and never sent, or a hang), and one that never stored the objects has served
+// nothing to judge; neither shows bytes dropped.
+TEST(TrapHints, ABodyThatStoppedOrObjectsNeverStoredAreNoDroppedBytes) {
+  EXPECT_EQ(classify_trap("slow-reader",
+                          "  [pass] the objects are fetched and stored: 60000 and 300000 bytes, "
+                          "byte-exact\n"
+                          "  [FAIL] 12 clients, each asking for its hits one at a time\n"
+                          "         client 1: 47 of 76 responses whole, then 41230 bytes of "
+                          "response 48 (a 60000-byte body, small enough for the poller to send) "
+                          "and nothing more for 10 s\n"),
+            "");
+  EXPECT_EQ(classify_trap("slow-reader",
+                          "  [FAIL] the objects are fetched and stored: 60000 and 300000 bytes, "
+                          "byte-exact\n"
+                          "         no response within 10000 ms; where the next response's head "
+                          "began\n"),
+            "");
+}
+
 // ---- the hint line -----------------------------------------------------------------------
 
 TEST(TrapHints, OneHintLineWordedByTheManifestAndNoneWithoutEvidence) {
