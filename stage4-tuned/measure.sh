@@ -19,7 +19,8 @@
 #      variants run beside its defaults. HITS=1 adds a hit scenario per CONNS (one cached 1 KiB
 #      object). BASE=DIR (a bin/ folder of another build, e.g. of the commit before a refactor)
 #      runs that build's stage 4 too, as stage4-base, just before stage4-auto in every scenario:
-#      the side-by-side "nothing lost" check of a change that should not change speed.
+#      the side-by-side "nothing lost" check of a change that should not change speed;
+#      BASE_ORDER=after runs it just after instead.
 set -euo pipefail
 DUR="${1:-10}"
 command -v wrk > /dev/null || { echo "measure.sh: wrk is not installed (scripts/install-deps bench)" >&2; exit 2; }
@@ -140,7 +141,6 @@ miss_scenario() {
     stop s4
   done
   stage4_pair "$sc" "$c" "$target" miss
-  grep -o 'workers=[0-9]* ([^)]*) queue=[0-9]* shed=[0-9]*' "$OUT/s4.out" | sed "s/^/# $sc stage4-auto at stop: /"  || true
   # The peers (bench/peers/): squid, a forward proxy like the stages, and nginx proxy_cache and
   # Varnish, reverse proxies told the origin (the same absolute-form requests reach them). Each
   # one's package may be missing: the peer is left out (scripts/install-deps peers).
@@ -155,16 +155,22 @@ miss_scenario() {
 }
 # variant NAME: whether VARIANTS asks for stage 4 variant NAME.
 variant() { [[ " ${VARIANTS-fixed noreuse nobatch nopoller} " == *" $1 "* ]]; }
-# stage4_pair SCENARIO CONNS TARGET WORKLOAD: BASE's stage 4 (when set), then this build's.
+# stage4_pair SCENARIO CONNS TARGET WORKLOAD: BASE's stage 4 (when set) and this build's, in the
+# order BASE_ORDER says (before, the default, or after: run the pair both ways to see the drift
+# of a shared machine), each followed by its stats line at stop.
 stage4_pair() {
-  if [[ -n "${BASE:-}" ]]; then
-    start s4 "$BASE/stage4-tuned" --port 0
-    run "$1" stage4-base "$PORT_s4" "$PID_s4" "$2" "$3" "$4"
+  local first=base second=auto
+  [[ ${BASE_ORDER:-before} == after ]] && { first=auto; second=base; }
+  local which bin
+  for which in $first $second; do
+    [[ $which == base && -z "${BASE:-}" ]] && continue
+    bin="$BIN"; [[ $which == base ]] && bin="$BASE"
+    start s4 "$bin/stage4-tuned" --port 0
+    run "$1" "stage4-$which" "$PORT_s4" "$PID_s4" "$2" "$3" "$4"
     stop s4
-  fi
-  start s4 "$BIN/stage4-tuned" --port 0
-  run "$1" stage4-auto "$PORT_s4" "$PID_s4" "$2" "$3" "$4"
-  stop s4
+    grep -o 'workers=[0-9]* ([^)]*) queue=[0-9]* shed=[0-9]*' "$OUT/s4.out" |
+      sed "s/^/# $1 stage4-$which at stop: /" || true
+  done
 }
 # peer_binary PEER: the daemon a peer script runs (its PEER_BINARY line).
 peer_binary() { sed -n 's/^PEER_BINARY=//p' "$PEERS/$1"; }
