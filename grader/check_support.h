@@ -96,6 +96,13 @@ RunOutcome check_worker_exception(const CheckSpec& spec, const StageInfo& stage,
                                   const CheckContext& ctx);
 RunOutcome check_races(const CheckSpec& spec, const StageInfo& stage, const CheckContext& ctx,
                        int index);
+/// Stage 4: the races check's stress under the rubric's own flags for it (every miss through
+/// the worker queue, few workers, CoDel shedding within milliseconds), so that the poller's
+/// side of the queue (submit, enqueue, the queueing delay it reads) and the workers' (taking a
+/// job, refusing one that waited too long) run at once under ThreadSanitizer. Fails too, with
+/// no evidence, when the stats line shows that no request ever waited in the queue.
+RunOutcome check_queue_races(const CheckSpec& spec, const StageInfo& stage,
+                             const CheckContext& ctx, int index);
 RunOutcome check_deadlock(const CheckSpec& spec, const StageInfo& stage, const CheckContext& ctx,
                           int index);
 RunOutcome check_memory(const CheckSpec& spec, const StageInfo& stage, const CheckContext& ctx,

@@ -16,6 +16,7 @@ RunOutcome run_check_once(const CheckSpec& spec, const StageInfo& stage, const C
     if (spec.id == "cache") return check_cache(spec, stage, ctx);
     if (spec.id == "shutdown") return check_shutdown(spec, stage, ctx);
     if (spec.id == "races") return check_races(spec, stage, ctx, index);
+    if (spec.id == "queue-races") return check_queue_races(spec, stage, ctx, index);
     if (spec.id == "deadlock") return check_deadlock(spec, stage, ctx, index);
     if (spec.id == "memory") return check_memory(spec, stage, ctx, index);
     if (spec.id == "worker-exception") return check_worker_exception(spec, stage, ctx);

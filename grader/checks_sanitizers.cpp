@@ -1,10 +1,12 @@
 // The sanitizer checks: a stress load with a lull and a SIGTERM in the middle, watched by a
-// hang watchdog, under ThreadSanitizer (races, deadlock) or Valgrind memcheck (memory).
+// hang watchdog, under ThreadSanitizer (races, deadlock; queue-races, stage 4's worker queue
+// under a load of its own) or Valgrind memcheck (memory).
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -65,6 +67,7 @@ struct StressRun {
   long errors = 0;
   long errors_before_stop = 0;  ///< failed before SIGTERM (after it, refusals are expected)
   std::string log;           ///< the stage's stderr
+  std::string stats;         ///< its stdout after the listening line: the stats line at exit
   std::string valgrind_log;  ///< memcheck's log, under Valgrind
   std::string log_path;       ///< where the full stderr is kept
   std::string valgrind_path;  ///< where memcheck's full log is kept ("" without Valgrind)
@@ -295,6 +298,11 @@ StressRun stress(const StageInfo& stage, const std::string& build, const json& p
   flags.insert(flags.end(), {"--cache-bytes", std::to_string(params.value("cache_bytes", 30000)),
                              "--max-object-bytes",
                              std::to_string(params.value("max_object_bytes", 8000))});
+  // A check's own load shape on the stage it grades (queue-races: every miss through the worker
+  // queue, CoDel shedding within milliseconds).
+  for (const json& flag : params.value("flags", json::array())) {
+    flags.push_back(flag.get<std::string>());
+  }
   Launched proxy = launch(stage, build, flags, ctx, tag);
   harness::Process& process = *proxy.process;
   const std::uint16_t port = process.port();
@@ -308,7 +316,9 @@ StressRun stress(const StageInfo& stage, const std::string& build, const json& p
   StressRun run;
   watch_load(load, process, times, idle_fds, ctx, tag, run);
   std::vector<proxy::Socket> slow;
-  if (!run.hung && !run.died_early && stage.pool) {
+  // queue-races leaves it out: its shedding refuses the slow requests while the load keeps the
+  // queue standing, so the house would seldom fill, and its stop finds a queue anyway.
+  if (!run.hung && !run.died_early && stage.pool && params.value("fill_at_stop", true)) {
     slow = fill_the_house(params, port, base, pid, idle_fds, run, origin);
   }
   run.errors_before_stop = load.errors();
@@ -318,6 +328,7 @@ StressRun stress(const StageInfo& stage, const std::string& build, const json& p
   run.completed = load.completed();
   run.errors = load.errors();
   run.log = proxy.log();
+  run.stats = process.output();
   run.log_path = proxy.stderr_path;
   run.valgrind_path = proxy.valgrind_log;
   if (!proxy.valgrind_log.empty()) run.valgrind_log = slurp(proxy.valgrind_log);
@@ -400,10 +411,12 @@ std::string served_nothing_text(const StressRun& run) {
          "). Without a load that makes progress this check has no evidence to judge.\n";
 }
 
-RunOutcome check_races(const CheckSpec& spec, const StageInfo& stage, const CheckContext& ctx,
-                       int index) {
-  StressRun run = stress(stage, "tsan", spec.params, ctx, "races-" + std::to_string(index));
-  std::string out = run_header(run, index);
+namespace {
+
+/// The races check's judgement of one stress run under TSan: no data race (nor heap misuse)
+/// reported, no crash, and some progress. `evidence` goes under the run's header.
+RunOutcome judge_races(const StressRun& run, int index, const std::string& evidence) {
+  std::string out = run_header(run, index) + evidence;
   bool ok = !run.served_nothing();
   if (!ok) out += served_nothing_text(run);
   std::vector<TsanReport> reports = tsan_reports(run.log);
@@ -424,6 +437,45 @@ RunOutcome check_races(const CheckSpec& spec, const StageInfo& stage, const Chec
   if (ok) out += "  no ThreadSanitizer report\n";
   out += "  full log: " + run.log_path + "\n";
   return {ok, out, {}};
+}
+
+/// The number after `key` (e.g. " shed=") in stage 4's stats line, or -1 when it is not there.
+long stats_field(const std::string& stats, const std::string& key) {
+  const std::size_t at = stats.find(key);
+  if (at == std::string::npos) return -1;
+  return std::strtol(stats.c_str() + at + key.size(), nullptr, 10);
+}
+
+}  // namespace
+
+RunOutcome check_races(const CheckSpec& spec, const StageInfo& stage, const CheckContext& ctx,
+                       int index) {
+  return judge_races(stress(stage, "tsan", spec.params, ctx, "races-" + std::to_string(index)),
+                     index, "");
+}
+
+RunOutcome check_queue_races(const CheckSpec& spec, const StageInfo& stage,
+                             const CheckContext& ctx, int index) {
+  const StressRun run =
+      stress(stage, "tsan", spec.params, ctx, "queue-races-" + std::to_string(index));
+  // Stage 4's stats line says whether the load used the queue it is about: requests waited in
+  // it (the poller pushed while workers popped) and some were refused (submit, or a worker
+  // reaching one that waited too long). Without a queue the run has nothing to judge.
+  const long peak = stats_field(run.stats, " peak_queued=");
+  const long shed = stats_field(run.stats, " shed=");
+  std::string evidence;
+  if (peak >= 0) {
+    evidence = "  the worker queue: up to " + std::to_string(peak) + " requests waiting at once, " +
+               std::to_string(shed) + " refused with 503 (the stats line's peak_queued, shed)\n";
+  }
+  RunOutcome outcome = judge_races(run, index, evidence);
+  if (peak == 0) {
+    outcome.passed = false;
+    outcome.output += "\nNO POINTS: no request waited in the worker queue (peak_queued=0): the "
+                      "load never reached the queue this check is about. Does submit queue "
+                      "anything (enqueue)?\n";
+  }
+  return outcome;
 }
 
 RunOutcome check_deadlock(const CheckSpec& spec, const StageInfo& stage,

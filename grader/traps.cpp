@@ -84,6 +84,12 @@ const std::map<std::string, std::string>& default_hints() {
        "part; what it did not take must be kept (the connection's unsent bytes) and sent when "
        "epoll says the socket is writable (EPOLLOUT), before the next response, never dropped "
        "(stage4-tuned/README.md, \"The design, and why\", 9)."},
+      {"waiting-unlocked",
+       "the queue's arrival times (waiting_) read or written without waiting_mutex_: the poller "
+       "reads the oldest one for the shedder (oldest_wait) and pushes in enqueue while a worker "
+       "pops in leave_queue, so a read without the lock can meet a deque halfway through a pop "
+       "(the two stacks, both in stage4-tuned/load_shedding.cpp). Every access to waiting_, a "
+       "read too, holds waiting_mutex_."},
       {"hits-wait",
        "hits wait for the origin's limit: a cached object waited for a permit while the origin's "
        "limit was full. A hit sends nothing to the origin, so it needs no permit; answer it "
@@ -205,6 +211,35 @@ bool on_a_worker(const std::string& stack) {
   return contains(stack, "WorkerPool") && contains(stack, "::work");
 }
 
+/// The two accesses of TSan's first report in `output`: the stack of the one it reports
+/// (`first`) and of the one before it (`second`, from "Previous " to where the report turns to
+/// the location, the mutexes or the threads). False when there is no such report.
+bool first_tsan_accesses(const std::string& output, std::string& first, std::string& second) {
+  const std::size_t at = output.find("WARNING: ThreadSanitizer: ");
+  if (at == std::string::npos) return false;
+  const std::string report = output.substr(at, output.find("SUMMARY: ThreadSanitizer", at) - at);
+  const std::size_t previous = report.find("Previous ");
+  if (previous == std::string::npos) return false;
+  first = report.substr(0, previous);
+  second = report.substr(previous);
+  for (const char* end : {"Location is", "Mutex M", "Thread T"}) {
+    if (const std::size_t cut = second.find(end); cut != std::string::npos) second.resize(cut);
+  }
+  return true;
+}
+
+/// Whether TSan's first report is a data race whose two accesses both run in stage 4's
+/// load_shedding.cpp. Of what that file touches, only the queue's arrival times (waiting_) are
+/// shared by the poller and the workers without being atomic: the poller reads and pushes them
+/// (oldest_wait, enqueue, and what a submit adds), a worker pops them (leave_queue).
+bool race_on_the_queue_notes(const std::string& output) {
+  if (output.find("ThreadSanitizer found a data race") == std::string::npos) return false;
+  std::string first, second;
+  return first_tsan_accesses(output, first, second) &&
+         first.find("load_shedding.cpp") != std::string::npos &&
+         second.find("load_shedding.cpp") != std::string::npos;
+}
+
 /// Whether the first memory error or race in the output sets a worker against the teardown:
 /// TSan's first report (a race, a heap-use-after-free) with one access by the main thread after
 /// the pool's owner returned (a destructor of the pool, its queue or the server, the exit, or
@@ -213,15 +248,9 @@ bool on_a_worker(const std::string& stack) {
 /// uninitialised bytes (the pool lived in run_pool's stack frame, since reused). Workers still
 /// ran after the stage let go of them.
 bool destroyed_under_a_worker(const std::string& output) {
-  if (const std::size_t at = output.find("WARNING: ThreadSanitizer: "); at != std::string::npos) {
-    std::string report = output.substr(at, output.find("SUMMARY: ThreadSanitizer", at) - at);
-    const std::size_t previous = report.find("Previous ");
-    if (previous == std::string::npos) return false;
-    const std::string first = report.substr(0, previous);
-    std::string second = report.substr(previous);
-    for (const char* end : {"Location is", "Mutex M", "Thread T"}) {
-      if (const std::size_t cut = second.find(end); cut != std::string::npos) second.resize(cut);
-    }
+  if (output.find("WARNING: ThreadSanitizer: ") != std::string::npos) {
+    std::string first, second;
+    if (!first_tsan_accesses(output, first, second)) return false;
     return (after_teardown_on_main(first) && on_a_worker(second)) ||
            (after_teardown_on_main(second) && on_a_worker(first));
   }
@@ -388,12 +417,13 @@ std::string classify_trap(const std::string& check, const std::string& output) {
     if (has("Open AF_") || has("Open file descriptor")) return "leaked-socket";
     return "";
   }
-  if (check == "races") {
+  if (check == "races" || check == "queue-races") {
     // Before the pointer trap: the pool's own storage freed under a worker is a
     // heap-use-after-free too.
     if (destroyed_under_a_worker(output)) return "detached-workers";
     if (has("ThreadSanitizer found a heap-use-after-free")) return "pointer-into-vector";
     if (has("served nothing under load")) return "";
+    if (race_on_the_queue_notes(output)) return "waiting-unlocked";
     return has("ThreadSanitizer found a data race") ? "data-race" : "";
   }
   if (check == "deadlock") {

@@ -783,6 +783,116 @@ TEST(TrapHints, ABodyThatStoppedOrObjectsNeverStoredAreNoDroppedBytes) {
             "");
 }
 
+// ---- races and queue-races (stage 4): the worker queue's arrival times ------------------------
+
+// unlocked-oldest-wait.patch under queue-races: a worker pops waiting_ (leave_queue, under
+// waiting_mutex_) after the poller read it without the lock (oldest_wait, for the shedder).
+// Cut from a real report; the time_point template arguments shortened.
+const std::string kOldestWaitUnlocked =
+    "run 1: 21568 responses completed; 0 requests failed before the SIGTERM, 74 after it "
+    "(refused or cut: expected); the stage exited with status 66\n"
+    "  the worker queue: up to 8 requests waiting at once, 10770 refused with 503 (the stats "
+    "line's peak_queued, shed)\n\n"
+    "ThreadSanitizer found a data race (its stacks cut to your code):\n"
+    "==================\n"
+    "WARNING: ThreadSanitizer: data race (pid=15669)\n"
+    "  Write of size 8 at 0x7ffe9034e308 by thread T3 (mutexes: write M56):\n"
+    "    ...\n"
+    "    #1 proxy::TunedServer::leave_queue(proxy::TunedServer::Job&) "
+    "../../stage4-tuned/load_shedding.cpp:98 (stage4-tuned+0xde084)\n"
+    "    #2 proxy::TunedServer::serve(proxy::TunedServer::Job) "
+    "../../stage4-tuned/tuned_server.cpp:386 (stage4-tuned+0xc7e2d)\n"
+    "    ...\n"
+    "    #8 proxy::ElasticPool<proxy::TunedServer::Job>::work(proxy::ElasticPool<proxy::"
+    "TunedServer::Job>::Worker&) ../../stage4-tuned/elastic_pool.h:158 (stage4-tuned+0xbed74)\n"
+    "    ...\n\n"
+    "  Previous read of size 8 at 0x7ffe9034e308 by main thread:\n"
+    "    ...\n"
+    "    #2 proxy::TunedServer::oldest_wait(std::chrono::time_point<...>) const "
+    "../../stage4-tuned/load_shedding.cpp:83 (stage4-tuned+0xdde2c)\n"
+    "    #3 proxy::TunedServer::observe_queue(std::chrono::time_point<...>) "
+    "../../stage4-tuned/load_shedding.cpp:89 (stage4-tuned+0xdde2c)\n"
+    "    #4 proxy::TunedServer::housekeeping(std::chrono::time_point<...>) "
+    "../../stage4-tuned/tuned_server.cpp:234 (stage4-tuned+0xccb2a)\n"
+    "    #5 proxy::TunedServer::run() ../../stage4-tuned/tuned_server.cpp:186 "
+    "(stage4-tuned+0xcee71)\n"
+    "    ...\n"
+    "    #12 main ../../stage4-tuned/main.cpp:175 (stage4-tuned+0xfd93)\n\n"
+    "  Location is stack of main thread.\n\n"
+    "  Mutex M56 (0x7ffe9034e2d0) created at:\n"
+    "    ...\n"
+    "    #4 proxy::TunedServer::enqueue(proxy::TunedServer::Client&) "
+    "../../stage4-tuned/load_shedding.cpp:69 (stage4-tuned+0xde234)\n"
+    "    #5 proxy::TunedServer::submit(proxy::TunedServer::Client) "
+    "../../stage4-tuned/load_shedding.cpp:41 (stage4-tuned+0xe1058)\n"
+    "    ...\n\n"
+    "  Thread T3 's4-worker' (tid=15686, running) created by main thread at:\n"
+    "    ...\n"
+    "    #12 main ../../stage4-tuned/main.cpp:175 (stage4-tuned+0xfd93)\n\n"
+    "SUMMARY: ThreadSanitizer: data race /usr/include/c++/12/bits/stl_deque.h:1582 in "
+    "std::deque<std::chrono::time_point<...>>::pop_front()\n"
+    "==================\n";
+
+// The poller's unlocked read in kOldestWaitUnlocked, its two frames in load_shedding.cpp.
+const std::string kOldestWaitReadSite =
+    "    #2 proxy::TunedServer::oldest_wait(std::chrono::time_point<...>) const "
+    "../../stage4-tuned/load_shedding.cpp:83 (stage4-tuned+0xdde2c)\n"
+    "    #3 proxy::TunedServer::observe_queue(std::chrono::time_point<...>) "
+    "../../stage4-tuned/load_shedding.cpp:89 (stage4-tuned+0xdde2c)\n";
+
+TEST(TrapHints, AWorkersPopAgainstThePollersUnlockedReadIsWaitingUnlocked) {
+  EXPECT_EQ(classify_trap("queue-races", kOldestWaitUnlocked), "waiting-unlocked");
+  // The same race seen by the races check's load in stage mode gets the same hint.
+  EXPECT_EQ(classify_trap("races", kOldestWaitUnlocked), "waiting-unlocked");
+  EXPECT_EQ(trap_hint("queue-races", kOldestWaitUnlocked, nlohmann::json())
+                .rfind("LIKELY TRAP (waiting-unlocked): the queue's arrival times (waiting_) read "
+                       "or written without waiting_mutex_", 0),
+            0u);
+}
+
+TEST(TrapHints, AReadOfWaitingInSubmitAgainstAWorkersPopIsWaitingUnlocked) {
+  // A submit that reads waiting_ itself (the poller, load_shedding.cpp:37) without the lock,
+  // against the same pop: the student's own read, not the given oldest_wait.
+  std::string output = kOldestWaitUnlocked;
+  output.replace(output.find(kOldestWaitReadSite), kOldestWaitReadSite.size(),
+                 "    #2 proxy::TunedServer::submit(proxy::TunedServer::Client) "
+                 "../../stage4-tuned/load_shedding.cpp:37 (stage4-tuned+0xe1062)\n"
+                 "    #3 proxy::TunedServer::dispatch(proxy::TunedServer::Parked&) "
+                 "../../stage4-tuned/tuned_server.cpp:381 (stage4-tuned+0xc87de)\n");
+  EXPECT_EQ(classify_trap("queue-races", output), "waiting-unlocked");
+}
+
+TEST(TrapHints, ARaceWithOneSideOutsideLoadSheddingIsADataRaceNotWaitingUnlocked) {
+  // The poller's side in the cache instead: the Mutex section's frames in load_shedding.cpp
+  // (where waiting_mutex_ was first locked), below it, are not an access.
+  std::string output = kOldestWaitUnlocked;
+  output.replace(output.find(kOldestWaitReadSite), kOldestWaitReadSite.size(),
+                 "    #2 proxy::ShardedCache::find(std::string_view) "
+                 "../../common/cache/sharded_cache.cpp:31 (stage4-tuned+0xdde2c)\n");
+  EXPECT_EQ(classify_trap("queue-races", output), "data-race");
+  // And the worker's side elsewhere, the poller's in load_shedding.cpp.
+  output = kOldestWaitUnlocked;
+  const std::string pop_site = "    #1 proxy::TunedServer::leave_queue(proxy::TunedServer::Job&) "
+                               "../../stage4-tuned/load_shedding.cpp:98 (stage4-tuned+0xde084)\n";
+  output.replace(output.find(pop_site), pop_site.size(),
+                 "    #1 proxy::ShardedCache::insert(std::string_view, "
+                 "std::shared_ptr<proxy::CachedResponse const>) "
+                 "../../common/cache/sharded_cache.cpp:40 (stage4-tuned+0xde084)\n");
+  EXPECT_EQ(classify_trap("queue-races", output), "data-race");
+}
+
+TEST(TrapHints, AQueueNeverUsedIsNoQueueTrap) {
+  EXPECT_EQ(classify_trap("queue-races",
+                          "run 1: 9000 responses completed; 0 requests failed before the "
+                          "SIGTERM, 3 after it (refused or cut: expected); the stage exited with "
+                          "status 0\n"
+                          "  the worker queue: up to 0 requests waiting at once, 0 refused with "
+                          "503 (the stats line's peak_queued, shed)\n"
+                          "  no ThreadSanitizer report\n\n"
+                          "NO POINTS: no request waited in the worker queue (peak_queued=0)\n"),
+            "");
+}
+
 // ---- the hint line -----------------------------------------------------------------------
 
 TEST(TrapHints, OneHintLineWordedByTheManifestAndNoneWithoutEvidence) {
