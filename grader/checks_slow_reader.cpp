@@ -111,6 +111,14 @@ void take_responses(SlowReader& r, const std::string& label) {
     if (head.status != 200 || !x_cache || *x_cache != "HIT") {
       r.problem = which + ": status " + std::to_string(head.status) + ", X-Cache '" +
                   (x_cache ? std::string(*x_cache) : std::string()) + "' (a stored object: 200, HIT)";
+      // The stage runs with --shed-delay-ms 600000 and a queue that never stands: a 503 here is
+      // a submit that sheds by something other than the queueing delay (lab 4's trap 7), not a
+      // lost byte.
+      if (head.status == 503) {
+        r.problem += "; the proxy shed it though no request had waited --shed-delay-ms (600 s "
+                     "here): the load shedding (submit) refused a request by something other "
+                     "than the queueing delay — see the shedding check";
+      }
     } else if (body.size() != expected.size()) {
       r.problem = which + ": a " + std::to_string(body.size()) +
                   "-byte body instead: the response asked for here went missing, or came out "
