@@ -25,9 +25,16 @@ std::size_t ConcurrencyLimit::limit() const noexcept {
   return std::max<std::size_t>(1, static_cast<std::size_t>(limit_));
 }
 
-void ConcurrencyLimit::on_sample(double started, double finished) {
+std::uint64_t ConcurrencyLimit::on_start() noexcept {
+  if (!probing_ || probe_issued_ >= options_.probe_samples) return 0;
+  ++probe_issued_;
+  return probe_id_;
+}
+
+void ConcurrencyLimit::on_sample(double started, double finished,
+                                 std::optional<std::uint64_t> ticket) {
   const double rtt = std::max(0.0, finished - started);
-  if (probing_ && started >= probe_start_) {
+  if (probing_ && (ticket ? *ticket == probe_id_ : started >= probe_start_)) {
     probe_sum_ += rtt;
     ++probe_count_;
     // Done at its last sample, not at the next tick: every request held back by the probe
@@ -75,6 +82,8 @@ void ConcurrencyLimit::update(double now, bool saturated) {
     limit_ = probe_limit(limit_, options_.min_limit);
     probe_sum_ = 0;
     probe_count_ = 0;
+    ++probe_id_;
+    probe_issued_ = 0;
     return;
   }
   const double before = limit_;

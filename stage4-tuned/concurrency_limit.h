@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 namespace proxy {
 
@@ -52,11 +53,20 @@ class ConcurrencyLimit {
  public:
   explicit ConcurrencyLimit(ConcurrencyLimitOptions options = {});
 
+  /// A request to this origin starts now. Returns its probe ticket: nonzero for the first
+  /// probe_samples requests started while the minimum is measured again, 0 for any other. The
+  /// probe's samples are these requests, in the order they were sent, not the first answers to
+  /// come back: on an origin whose paths differ in speed the first answers are the fast ones
+  /// (an origin serving 3.5 ms and 20 ms paths alike gave a 3.5 ms minimum, and every later
+  /// window then read as queueing and halved the limit to 2 until the next probe).
+  [[nodiscard]] std::uint64_t on_start() noexcept;
   /// A request that started at `started` finished at `finished` (seconds, any epoch the caller
   /// keeps to). Its latency is a sample of the window when it started at the limit in force now
-  /// (one sent before the last change is not counted), or of the probe when it started at the
-  /// probe's limit.
-  void on_sample(double started, double finished);
+  /// (one sent before the last change is not counted), or of the probe when its `ticket` is the
+  /// probe's (on_start); a caller that keeps no tickets (nullopt) has every request that
+  /// started during the probe counted, up to probe_samples.
+  void on_sample(double started, double finished,
+                 std::optional<std::uint64_t> ticket = std::nullopt);
   /// The downstream failed a request (a 5xx answer or a timeout): past a twentieth of a
   /// window's samples the limit falls a tenth (additive increase, multiplicative decrease),
   /// whatever the latency — an origin that fails fast has no latency to show.
@@ -102,6 +112,8 @@ class ConcurrencyLimit {
   double limit_before_probe_ = 0;
   double probe_sum_ = 0;
   std::size_t probe_count_ = 0;
+  std::uint64_t probe_id_ = 0;     // the current (or last) probe's ticket
+  std::size_t probe_issued_ = 0;  // tickets of this probe handed out by on_start
 };
 
 }  // namespace proxy

@@ -22,7 +22,8 @@ OriginPermit::OriginPermit(OriginPermit&& other) noexcept
     : gates_(std::exchange(other.gates_, nullptr)),
       gate_(std::move(other.gate_)),
       started_(other.started_),
-      finished_(other.finished_) {}
+      finished_(other.finished_),
+      probe_ticket_(other.probe_ticket_) {}
 
 OriginPermit& OriginPermit::operator=(OriginPermit&& other) noexcept {
   if (this != &other) {
@@ -31,6 +32,7 @@ OriginPermit& OriginPermit::operator=(OriginPermit&& other) noexcept {
     gate_ = std::move(other.gate_);
     started_ = other.started_;
     finished_ = other.finished_;
+    probe_ticket_ = other.probe_ticket_;
   }
   return *this;
 }
@@ -38,7 +40,7 @@ OriginPermit& OriginPermit::operator=(OriginPermit&& other) noexcept {
 void OriginPermit::give_back(bool sample, bool drop) noexcept {
   if (gates_ == nullptr) return;
   const auto finished = finished_ != Clock::time_point{} ? finished_ : Clock::now();
-  gates_->release(*gate_, started_, finished, sample, drop);
+  gates_->release(*gate_, started_, finished, probe_ticket_, sample, drop);
   gates_ = nullptr;
   gate_.reset();
 }
@@ -66,7 +68,9 @@ std::optional<OriginPermit> OriginGates::try_acquire(const std::shared_ptr<Origi
     return std::nullopt;
   }
   ++gate->in_flight;
-  return OriginPermit(this, gate);
+  OriginPermit permit(this, gate);
+  permit.probe_ticket_ = gate->limit.on_start();
+  return permit;
 }
 
 void OriginGates::add_waiting(OriginGate& gate, long delta) {
@@ -80,7 +84,7 @@ void OriginGates::set_queue_delay(OriginGate& gate, double seconds) {
 }
 
 void OriginGates::release(OriginGate& gate, Clock::time_point started, Clock::time_point finished,
-                          bool sample, bool drop) noexcept {
+                          std::uint64_t probe_ticket, bool sample, bool drop) noexcept {
   std::function<void()> wake;
   {
     std::lock_guard lock(mutex_);
@@ -88,7 +92,8 @@ void OriginGates::release(OriginGate& gate, Clock::time_point started, Clock::ti
     if (drop) {
       gate.limit.on_drop();
     } else if (sample) {
-      gate.limit.on_sample(seconds_since(epoch_, started), seconds_since(epoch_, finished));
+      gate.limit.on_sample(seconds_since(epoch_, started), seconds_since(epoch_, finished),
+                           probe_ticket);
     }
     if (gate.waiting > 0) wake = wake_;
   }

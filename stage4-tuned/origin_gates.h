@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -72,6 +73,7 @@ class OriginPermit {
   std::shared_ptr<OriginGate> gate_;
   std::chrono::steady_clock::time_point started_{};
   std::chrono::steady_clock::time_point finished_{};  // set by finish() when measured; else now
+  std::uint64_t probe_ticket_ = 0;  // ConcurrencyLimit::on_start's, handed back with the sample
 };
 
 /// Whether a response's status says its origin failed it — 502 (unreachable or malformed), 503
@@ -120,7 +122,8 @@ class OriginGates {
  private:
   friend class OriginPermit;
   void release(OriginGate& gate, std::chrono::steady_clock::time_point started,
-               std::chrono::steady_clock::time_point finished, bool sample, bool drop) noexcept;
+               std::chrono::steady_clock::time_point finished, std::uint64_t probe_ticket,
+               bool sample, bool drop) noexcept;
 
   const ConcurrencyLimitOptions options_;
   const std::size_t fixed_;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "concurrency_limit.h"
 #include "downstream.h"
@@ -166,6 +167,32 @@ TEST(ConcurrencyLimit, MeasuresItsMinimumAgainAtALowLimitAndComesBack) {
   const std::size_t after = d.limit.limit();
   for (int i = 0; i < 10; ++i) d.window(0.040);
   EXPECT_GT(d.limit.limit(), after) << "40 ms is the new minimum: no longer queueing";
+}
+
+// One origin, two paths: 3.5 ms and 20 ms, sent alike. The probe's first answers are the fast
+// ones (a 20 ms request holds its place while 3.5 ms ones come and go), so a probe that took
+// the first answers to come back measured 3.5 ms, and every window of the mix then read as
+// queueing. With tickets, its samples are the first requests sent under it, whatever their speed.
+TEST(ConcurrencyLimit, AProbesSamplesAreTheRequestsItSentNotTheFirstToAnswer) {
+  ConcurrencyLimitOptions options;
+  options.probe_every = options.first_probe = 1.0;
+  Driver d(options);
+  d.window(0.012, false);
+  for (int i = 0; i < 30 && !d.limit.probing(); ++i) d.window(0.012);
+  ASSERT_TRUE(d.limit.probing()) << "no probe within its period";
+  std::vector<std::uint64_t> tickets;
+  for (int i = 0; i < 10; ++i) tickets.push_back(d.limit.on_start());
+  for (const std::uint64_t ticket : tickets) EXPECT_NE(ticket, 0u);
+  EXPECT_EQ(d.limit.on_start(), 0u) << "only the first probe_samples requests are the probe's";
+  const double sent = d.now + 0.001;
+  // The fast half answers first, then requests sent after the probe's ten (fast too, and not
+  // the probe's), and only then the slow half.
+  for (int i = 0; i < 10; i += 2) d.limit.on_sample(sent, sent + 0.0035, tickets[i]);
+  for (int i = 0; i < 10; ++i) d.limit.on_sample(sent + 0.004, sent + 0.0075, 0);
+  EXPECT_TRUE(d.limit.probing()) << "ended on answers that were not the probe's";
+  for (int i = 1; i < 10; i += 2) d.limit.on_sample(sent, sent + 0.020, tickets[i]);
+  EXPECT_FALSE(d.limit.probing());
+  EXPECT_NEAR(d.limit.min_rtt(), (0.0035 + 0.020) / 2, 1e-9);
 }
 
 // A probe holds the limit at half, where nothing waits downstream on an origin that peaks
