@@ -4,7 +4,7 @@
 # bench/wrk/proxy.lua. Prints one TSV line per measurement: scenario, server, requests/s
 # (answered: 2xx/3xx), p50 ms, p99 ms, errors (socket), non-2xx (503s), peak RSS KiB, and the CPU
 # time (user + system) per answered request of the server measured, of the origin behind it and
-# of wrk, in microseconds; and after each stage 4 auto run a "# ... at stop: workers=..." line
+# of wrk, in microseconds; and after each stage 4 run with its defaults (BASE's too) a "# ... at stop: workers=..." line
 # from its stats line. The servers run one after another in a fixed order, so a change in the
 # machine's load during the run skews the ratios between them: for a ratio that matters, repeat
 # the run (or the pair) in alternating order and compare the rounds.
@@ -141,15 +141,19 @@ miss_scenario() {
     stop s4
   done
   stage4_pair "$sc" "$c" "$target" miss
-  # The peers (bench/peers/): squid, a forward proxy like the stages, and nginx proxy_cache and
-  # Varnish, reverse proxies told the origin (the same absolute-form requests reach them). Each
-  # one's package may be missing: the peer is left out (scripts/install-deps peers).
+  peers "$sc" "$c" "$target" "$port" miss
+}
+# peers SCENARIO CONNS TARGET ORIGIN_PORT WORKLOAD: the peers (bench/peers/): squid, a forward
+# proxy like the stages, and nginx proxy_cache and Varnish, reverse proxies told the origin (the
+# same absolute-form requests reach them). Each one's package may be missing: the peer is left
+# out (scripts/install-deps peers).
+peers() {
   local peer name
   for peer in ${MEASURE_PEERS-squid nginx-cache varnish}; do
     [[ -x "$PEERS/$peer" ]] && command -v "$(peer_binary "$peer")" > /dev/null || continue
     name="${peer//-/_}"
-    start "$name" "$PEERS/$peer" --dir "$OUT/$peer" --origin "127.0.0.1:$port"
-    run "$sc" "$peer" "$(eval echo "\$PORT_$name")" "$(eval echo "\$PID_$name")" "$c" "$target" miss
+    start "$name" "$PEERS/$peer" --dir "$OUT/$peer" --origin "127.0.0.1:$4"
+    run "$1" "$peer" "$(eval echo "\$PORT_$name")" "$(eval echo "\$PID_$name")" "$2" "$3" "$5"
     stop "$name"
   done
 }
@@ -180,13 +184,7 @@ if [[ ${HITS:-0} == 1 ]]; then
   for c in ${CONNS:-100 400}; do
     ORIGIN_PID="$PID_origin"
     stage4_pair "hit-c$c" "$c" "$O/bytes/1024" hit
-    for peer in ${MEASURE_PEERS-squid nginx-cache varnish}; do
-      [[ -x "$PEERS/$peer" ]] && command -v "$(peer_binary "$peer")" > /dev/null || continue
-      name="${peer//-/_}"
-      start "$name" "$PEERS/$peer" --dir "$OUT/$peer" --origin "127.0.0.1:$PORT_origin"
-      run "hit-c$c" "$peer" "$(eval echo "\$PORT_$name")" "$(eval echo "\$PID_$name")" "$c" "$O/bytes/1024" hit
-      stop "$name"
-    done
+    peers "hit-c$c" "$c" "$O/bytes/1024" "$PORT_origin" hit
   done
 fi
 for d in ${DELAYS:-20}; do
