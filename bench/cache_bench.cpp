@@ -23,11 +23,11 @@
 #include <string>
 #include <vector>
 
-#include "cache.h"
-#include "cache_factory.h"
-#include "concurrent_sieve_cache.h"
-#include "locked_cache.h"
-#include "sharded_cache.h"
+#include "cache/cache.h"
+#include "cache/cache_factory.h"
+#include "cache/concurrent_sieve_cache.h"
+#include "cache/locked_cache.h"
+#include "cache/sharded_cache.h"
 
 namespace proxy {
 namespace {

@@ -13,10 +13,10 @@
 #include <string>
 #include <string_view>
 
-#include "body_reader.h"
-#include "http_message.h"
-#include "rewrite.h"
-#include "uri.h"
+#include "http/body_reader.h"
+#include "http/http_message.h"
+#include "http/rewrite.h"
+#include "http/uri.h"
 
 namespace proxy_fuzz {
 

@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "check_support.h"
+#include "net/socket.h"
 #include "origin_server.h"
-#include "socket.h"
 
 namespace grader {
 

@@ -18,8 +18,8 @@
 #include <fstream>
 #include <thread>
 
-#include "body_reader.h"
 #include "check_support.h"
+#include "http/body_reader.h"
 #include "origin_server.h"
 
 namespace grader {

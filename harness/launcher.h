@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "socket.h"
+#include "net/socket.h"
 
 namespace harness {
 

@@ -11,9 +11,9 @@
 #include <iostream>
 #include <string>
 
-#include "log.h"
+#include "net/socket.h"
 #include "origin_server.h"
-#include "socket.h"
+#include "server/log.h"
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "http_message.h"
+#include "http/http_message.h"
 
 namespace harness {
 

@@ -30,11 +30,11 @@
 #include <utility>
 #include <vector>
 
-#include "body_reader.h"
-#include "http_message.h"
-#include "log.h"
+#include "http/body_reader.h"
+#include "http/http_message.h"
+#include "http/uri.h"
 #include "origin_routes.h"
-#include "uri.h"
+#include "server/log.h"
 
 namespace harness {
 namespace {

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "downstream.h"
-#include "socket.h"
+#include "net/socket.h"
 
 namespace harness {
 

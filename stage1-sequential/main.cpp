@@ -1,7 +1,7 @@
 // Stage 1: the sequential proxy. One loop accepts a client, serves its whole transaction, and
 // only then accepts the next. Simple and correct — and one slow origin stalls every client
 // behind it, which is exactly what the next stage fixes.
-#include "server.h"
+#include "server/server.h"
 
 int main(int argc, char** argv) {
   proxy::StageDefinition stage;

@@ -11,11 +11,11 @@
 #include <string>
 #include <thread>
 
-#include "lab_stub.h"
-#include "locked_cache.h"
-#include "log.h"
-#include "overload.h"
-#include "server.h"
+#include "cache/locked_cache.h"
+#include "server/lab_stub.h"
+#include "server/log.h"
+#include "server/overload.h"
+#include "server/server.h"
 
 namespace {
 

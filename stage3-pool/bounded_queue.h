@@ -12,7 +12,7 @@
 #include <stop_token>
 #include <utility>
 
-#include "lab_stub.h"
+#include "server/lab_stub.h"
 
 namespace proxy {
 

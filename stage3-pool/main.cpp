@@ -11,10 +11,10 @@
 #include <stdexcept>
 #include <string>
 
-#include "lab_stub.h"
-#include "locked_cache.h"
-#include "overload.h"
-#include "server.h"
+#include "cache/locked_cache.h"
+#include "server/lab_stub.h"
+#include "server/overload.h"
+#include "server/server.h"
 #include "worker_pool.h"
 
 namespace {

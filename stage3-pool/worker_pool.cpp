@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "log.h"
+#include "server/log.h"
 
 namespace proxy {
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "bounded_queue.h"
-#include "lab_stub.h"
+#include "server/lab_stub.h"
 
 namespace proxy {
 

@@ -15,8 +15,8 @@
 #include <mutex>
 #include <string>
 
-#include "log.h"  // log_line: the starter's stubs
-#include "overload.h"
+#include "server/log.h"  // log_line: the starter's stubs
+#include "server/overload.h"
 #include "tuned_server.h"
 
 namespace proxy {

@@ -13,7 +13,7 @@
 #include <mutex>
 #include <string>
 
-#include "log.h"
+#include "server/log.h"
 
 namespace proxy {
 namespace {

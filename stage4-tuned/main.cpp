@@ -10,8 +10,8 @@
 #include <optional>
 #include <string>
 
-#include "cache_factory.h"
-#include "server.h"
+#include "cache/cache_factory.h"
+#include "server/server.h"
 #include "tuned_server.h"
 
 namespace {

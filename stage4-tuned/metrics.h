@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "cache.h"
+#include "cache/cache.h"
 #include "origin_gates.h"
 
 namespace proxy {

@@ -6,8 +6,8 @@
 // the worker queue does), so a collapsing origin's backlog never costs another origin anything.
 #include <string>
 
-#include "http_message.h"
-#include "log.h"
+#include "http/http_message.h"
+#include "server/log.h"
 #include "tuned_server.h"
 
 namespace proxy {

@@ -9,7 +9,7 @@
 // time them out; serve() goes on with one on a worker.
 #include <sys/epoll.h>
 
-#include "log.h"
+#include "server/log.h"
 #include "tuned_server.h"
 
 namespace proxy {

@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "log.h"
+#include "server/log.h"
 #include "tuned_server.h"
 
 namespace proxy {

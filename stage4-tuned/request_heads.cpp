@@ -7,7 +7,7 @@
 #include <array>
 #include <cerrno>
 
-#include "http_message.h"
+#include "http/http_message.h"
 #include "tuned_server.h"
 
 namespace proxy {

@@ -18,9 +18,9 @@
 #include <mutex>
 #include <system_error>
 
-#include "http_message.h"
-#include "log.h"
-#include "overload.h"
+#include "http/http_message.h"
+#include "server/log.h"
+#include "server/overload.h"
 
 namespace proxy {
 namespace {

@@ -24,11 +24,11 @@
 #include "mailbox.h"
 #include "metrics.h"
 #include "origin_gates.h"
-#include "origin_pool.h"
+#include "poller/origin_pool.h"
 #include "pool_sizer.h"
-#include "proxy.h"
 #include "queue_delay.h"
-#include "server.h"
+#include "server/server.h"
+#include "transaction/proxy.h"
 #include "tunnel_relay.h"
 
 namespace proxy {

@@ -10,7 +10,7 @@
 #include <cerrno>
 #include <system_error>
 
-#include "log.h"
+#include "server/log.h"
 
 namespace proxy {
 namespace {

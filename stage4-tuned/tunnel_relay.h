@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "mailbox.h"
-#include "proxy.h"
+#include "transaction/proxy.h"
 
 namespace proxy {
 

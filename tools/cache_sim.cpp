@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "cache.h"
-#include "cache_factory.h"
+#include "cache/cache.h"
+#include "cache/cache_factory.h"
 
 namespace proxy::sim {
 namespace {

@@ -28,8 +28,8 @@
 #include <vector>
 
 #include "launcher.h"
+#include "net/socket.h"
 #include "origin_server.h"
-#include "socket.h"
 
 namespace {
 

@@ -26,7 +26,7 @@
 #include "downstream.h"
 #include "load_report.h"
 #include "load_runner.h"
-#include "socket.h"
+#include "net/socket.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "cache.h"
+#include "cache/cache.h"
 
 namespace proxy {
 

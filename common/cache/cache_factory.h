@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "cache.h"
+#include "cache/cache.h"
 
 namespace proxy {
 

@@ -1,4 +1,4 @@
-#include "concurrent_sieve_cache.h"
+#include "cache/concurrent_sieve_cache.h"
 
 #include <mutex>
 

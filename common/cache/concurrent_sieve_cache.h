@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <shared_mutex>
 
-#include "cache.h"
-#include "cache_line.h"
-#include "sieve_cache.h"
+#include "cache/cache.h"
+#include "cache/cache_line.h"
+#include "cache/sieve_cache.h"
 
 namespace proxy {
 

@@ -1,4 +1,4 @@
-#include "lfu_cache.h"
+#include "cache/lfu_cache.h"
 
 #include <iterator>
 

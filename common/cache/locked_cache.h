@@ -5,9 +5,9 @@
 #include <mutex>
 #include <stdexcept>
 
-#include "cache.h"
-#include "cache_line.h"
-#include "lab_stub.h"
+#include "cache/cache.h"
+#include "cache/cache_line.h"
+#include "server/lab_stub.h"
 
 namespace proxy {
 

@@ -1,8 +1,8 @@
-#include "lru_cache.h"
+#include "cache/lru_cache.h"
 
 #include <stdexcept>
 
-#include "lab_stub.h"
+#include "server/lab_stub.h"
 
 namespace proxy {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "cache.h"
+#include "cache/cache.h"
 
 namespace proxy {
 

@@ -4,7 +4,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "cache.h"
+#include "cache/cache.h"
 
 namespace proxy {
 

@@ -1,4 +1,4 @@
-#include "sharded_cache.h"
+#include "cache/sharded_cache.h"
 
 #include <cstdint>
 #include <functional>

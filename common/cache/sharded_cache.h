@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cache.h"
+#include "cache/cache.h"
 
 namespace proxy {
 

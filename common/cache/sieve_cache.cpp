@@ -1,4 +1,4 @@
-#include "sieve_cache.h"
+#include "cache/sieve_cache.h"
 
 #include <iterator>
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "cache.h"
-#include "hashed_key.h"
+#include "cache/cache.h"
+#include "cache/hashed_key.h"
 
 namespace proxy {
 

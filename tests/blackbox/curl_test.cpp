@@ -20,10 +20,10 @@
 #include <string>
 #include <thread>
 
-#include "socket.h"
+#include "../test_support.h"
+#include "net/socket.h"
 #include "spawn_setup.h"
 #include "stage_fixture.h"
-#include "../test_support.h"
 
 namespace testing_support {
 namespace {

@@ -31,7 +31,7 @@
 #include <utility>
 #include <vector>
 
-#include "socket.h"
+#include "net/socket.h"
 
 namespace testing_support {
 

@@ -16,10 +16,10 @@
 #include <thread>
 #include <vector>
 
-#include "body_reader.h"
+#include "http/body_reader.h"
+#include "http/http_message.h"
 #include "http_client.h"
-#include "http_message.h"
-#include "socket.h"
+#include "net/socket.h"
 
 namespace testing_support {
 

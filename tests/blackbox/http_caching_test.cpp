@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "http_cache_rules.h"
 #include "hardening_support.h"
+#include "http/http_cache_rules.h"
 #include "stage_fixture.h"
 
 namespace testing_support {

@@ -3,7 +3,7 @@
 #include <array>
 #include <stdexcept>
 
-#include "body_reader.h"
+#include "http/body_reader.h"
 
 namespace testing_support {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "http_message.h"
-#include "socket.h"
+#include "http/http_message.h"
+#include "net/socket.h"
 
 namespace testing_support {
 

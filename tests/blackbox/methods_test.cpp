@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "hardening_support.h"
-#include "socket.h"
+#include "net/socket.h"
 #include "stage_fixture.h"
 
 namespace testing_support {

@@ -11,8 +11,8 @@
 #include <string>
 
 #include "hardening_support.h"
+#include "net/socket.h"
 #include "proc_stats.h"
-#include "socket.h"
 #include "stage_fixture.h"
 
 namespace testing_support {

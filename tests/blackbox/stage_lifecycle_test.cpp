@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "socket.h"
+#include "net/socket.h"
 #include "stage_fixture.h"
 
 namespace testing_support {

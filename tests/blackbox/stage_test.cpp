@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "hardening_support.h"
+#include "net/socket.h"
 #include "run_command.h"
-#include "socket.h"
 #include "stage_fixture.h"
 
 namespace testing_support {

@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "body_reader.h"
+#include "http/body_reader.h"
 #include "stage_fixture.h"
 
 namespace testing_support {

@@ -13,14 +13,14 @@
 #include <string>
 #include <vector>
 
-#include "admission.h"
-#include "cache_factory.h"
-#include "http_cache_rules.h"
+#include "cache/cache_factory.h"
+#include "http/http_cache_rules.h"
+#include "http/uri.h"
 #include "loopback_pair.h"
-#include "origin_pool.h"
 #include "origin_server.h"
-#include "proxy.h"
-#include "uri.h"
+#include "poller/origin_pool.h"
+#include "transaction/admission.h"
+#include "transaction/proxy.h"
 
 namespace proxy {
 namespace {

@@ -1,5 +1,5 @@
 // AllowList (common/allow_list.h): CIDR parsing and matching for `--allow`.
-#include "allow_list.h"
+#include "server/allow_list.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

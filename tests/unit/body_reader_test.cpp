@@ -1,7 +1,7 @@
 // Body framing and the incremental decoders (common/body_reader.h). Every input sits in an
 // exactly-sized heap buffer, and every decoder case is fed whole, split in two at every byte
 // boundary, and one byte at a time: a read arrives in whatever pieces the network chose.
-#include "body_reader.h"
+#include "http/body_reader.h"
 
 #include <gtest/gtest.h>
 

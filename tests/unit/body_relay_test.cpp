@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "body_relay.h"
+#include "transaction/body_relay.h"
 
 namespace proxy {
 namespace {

@@ -14,15 +14,15 @@
 #include <utility>
 #include <vector>
 
-#include "cache.h"
-#include "cache_factory.h"
-#include "concurrent_sieve_cache.h"
-#include "lfu_cache.h"
-#include "locked_cache.h"
-#include "lru_cache.h"
-#include "null_cache.h"
-#include "sharded_cache.h"
-#include "sieve_cache.h"
+#include "cache/cache.h"
+#include "cache/cache_factory.h"
+#include "cache/concurrent_sieve_cache.h"
+#include "cache/lfu_cache.h"
+#include "cache/locked_cache.h"
+#include "cache/lru_cache.h"
+#include "cache/null_cache.h"
+#include "cache/sharded_cache.h"
+#include "cache/sieve_cache.h"
 
 namespace proxy {
 namespace {

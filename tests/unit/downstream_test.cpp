@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "http_message.h"
+#include "http/http_message.h"
+#include "net/socket.h"
 #include "origin_server.h"
-#include "socket.h"
 
 namespace {
 

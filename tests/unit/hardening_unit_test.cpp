@@ -8,7 +8,7 @@
 #include <string>
 
 #include "launcher.h"
-#include "socket.h"
+#include "net/socket.h"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "http_cache_rules.h"
+#include "http/http_cache_rules.h"
 
 namespace proxy {
 namespace {

@@ -1,6 +1,6 @@
 // The field helpers (common/http_message.h): find_field, field_has_token, split_list and
 // count_fields, over field lines as a parsed head holds them.
-#include "http_message.h"
+#include "http/http_message.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // limits, the empty lines before a request line. Every input sits in an exactly-sized heap
 // buffer, so a read past its end fails under AddressSanitizer. parse_response_head:
 // http_response_head_test.cpp; the field helpers: http_fields_test.cpp.
-#include "http_message.h"
+#include "http/http_message.h"
 
 #include <gtest/gtest.h>
 

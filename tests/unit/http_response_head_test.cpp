@@ -1,7 +1,7 @@
 // parse_response_head (common/http_message.h): one line per case, what a complete head yields,
 // the head size limit. Every input sits in an exactly-sized heap buffer, so a read past its end
 // fails under AddressSanitizer.
-#include "http_message.h"
+#include "http/http_message.h"
 
 #include <gtest/gtest.h>
 

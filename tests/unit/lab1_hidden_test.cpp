@@ -7,12 +7,12 @@
 #include <string>
 #include <string_view>
 
-#include "body_reader.h"
-#include "cache.h"
-#include "http_message.h"
-#include "lru_cache.h"
-#include "rewrite.h"
-#include "uri.h"
+#include "cache/cache.h"
+#include "cache/lru_cache.h"
+#include "http/body_reader.h"
+#include "http/http_message.h"
+#include "http/rewrite.h"
+#include "http/uri.h"
 
 namespace proxy {
 namespace {

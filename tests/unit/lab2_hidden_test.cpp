@@ -7,9 +7,9 @@
 #include <thread>
 #include <vector>
 
-#include "cache.h"
-#include "locked_cache.h"
-#include "lru_cache.h"
+#include "cache/cache.h"
+#include "cache/locked_cache.h"
+#include "cache/lru_cache.h"
 
 namespace proxy {
 namespace {

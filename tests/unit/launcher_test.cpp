@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "socket.h"
+#include "net/socket.h"
 
 namespace {
 

@@ -13,7 +13,7 @@
 
 #include <gtest/gtest.h>
 
-#include "proxy.h"
+#include "transaction/proxy.h"
 
 namespace proxy::loopback {
 

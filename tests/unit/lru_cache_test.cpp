@@ -1,6 +1,6 @@
 // LruCache (common/cache/lru_cache.h) through the Cache interface (common/cache/cache.h): eviction order,
 // byte accounting, size limits and counters.
-#include "lru_cache.h"
+#include "cache/lru_cache.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <string_view>
 #include <utility>
 
-#include "cache.h"
+#include "cache/cache.h"
 
 namespace proxy {
 namespace {

@@ -10,9 +10,9 @@
 #include <string>
 #include <string_view>
 
-#include "body_reader.h"
-#include "http_message.h"
-#include "socket.h"
+#include "http/body_reader.h"
+#include "http/http_message.h"
+#include "net/socket.h"
 
 namespace {
 

@@ -10,9 +10,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "http_message.h"
+#include "http/http_message.h"
+#include "net/socket.h"
 #include "origin_server.h"
-#include "socket.h"
 
 namespace {
 

@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "socket.h"
+#include "net/socket.h"
 
 extern char** environ;
 

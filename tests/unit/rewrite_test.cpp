@@ -1,5 +1,5 @@
 // build_origin_request and the hop-by-hop rules (common/rewrite.h): what the origin receives.
-#include "rewrite.h"
+#include "http/rewrite.h"
 
 #include <gtest/gtest.h>
 
@@ -8,10 +8,10 @@
 #include <string>
 #include <string_view>
 
-#include "body_reader.h"
 #include "exact_buffer.h"
-#include "http_message.h"
-#include "uri.h"
+#include "http/body_reader.h"
+#include "http/http_message.h"
+#include "http/uri.h"
 
 namespace proxy {
 namespace {

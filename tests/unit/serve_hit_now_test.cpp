@@ -12,12 +12,12 @@
 #include <string>
 #include <thread>
 
-#include "cache_factory.h"
+#include "cache/cache_factory.h"
+#include "http/http_cache_rules.h"
+#include "http/uri.h"
 #include "loopback_pair.h"
-#include "http_cache_rules.h"
 #include "origin_server.h"
-#include "proxy.h"
-#include "uri.h"
+#include "transaction/proxy.h"
 
 namespace proxy {
 namespace {

@@ -10,13 +10,13 @@
 #include <string>
 #include <thread>
 
-#include "cache_factory.h"
+#include "cache/cache_factory.h"
+#include "http/uri.h"
 #include "launcher.h"
 #include "loopback_pair.h"
-#include "origin_pool.h"
 #include "origin_server.h"
-#include "proxy.h"
-#include "uri.h"
+#include "poller/origin_pool.h"
+#include "transaction/proxy.h"
 
 namespace proxy {
 namespace {

@@ -9,9 +9,9 @@
 #include <future>
 #include <string>
 
-#include "socket.h"
-#include "tunnel.h"
-#include "uri.h"
+#include "http/uri.h"
+#include "net/socket.h"
+#include "transaction/tunnel.h"
 
 namespace proxy {
 namespace {

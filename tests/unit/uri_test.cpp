@@ -1,6 +1,6 @@
 // parse_absolute_uri and the cache key derived from it (common/uri.h). Each target sits in an
 // exactly-sized heap buffer, so a read past its end fails under AddressSanitizer.
-#include "uri.h"
+#include "http/uri.h"
 
 #include <gtest/gtest.h>
 

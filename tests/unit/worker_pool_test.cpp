@@ -28,8 +28,8 @@
 #include <vector>
 
 #include "bounded_queue.h"
+#include "net/socket.h"
 #include "pool_test_support.h"
-#include "socket.h"
 
 namespace {
 
