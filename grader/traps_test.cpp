@@ -106,7 +106,7 @@ const std::string kPointerRaces =
     "ThreadSanitizer found a heap-use-after-free (its stacks cut to your code):\n"
     "WARNING: ThreadSanitizer: heap-use-after-free (pid=30800)\n"
     "  Read of size 4 at 0x7b0400000080 by thread T5:\n"
-    "    #0 proxy::Socket::release() src/common/socket.cpp:239 (stage3-pool+0x60d33)\n"
+    "    #0 proxy::Socket::release() src/common/net/socket.cpp:239 (stage3-pool+0x60d33)\n"
     "    #7 proxy::WorkerPool<proxy::Socket*>::work() src/stage3-pool/worker_pool.h:122\n"
     "  Previous write of size 8 at 0x7b0400000080 by main thread:\n"
     "    #6 proxy::Socket& std::vector<proxy::Socket, std::allocator<proxy::Socket> "
@@ -127,7 +127,7 @@ const std::string kPointerDeadlock =
     "    proxy::WorkerPool<proxy::Socket*>::work (src/stage3-pool/worker_pool.h:120)\n"
     "  thread 1:\n"
     "    __GI___poll\n"
-    "    proxy::Server::accept (src/common/server.cpp:113)\n";
+    "    proxy::Server::accept (src/common/server/server.cpp:113)\n";
 
 const std::string kPointerMemory =
     "run 1: 4 responses completed; 0 requests failed before the SIGTERM, 8 after it (refused or "
@@ -181,8 +181,8 @@ TEST(TrapHints, ACrashWhoseStackRunsThroughPopIsTheWaitUnderIf) {
       "0x7f1418f3af90 T3409)\n"
       "==3387==The signal is caused by a READ memory access.\n"
       "    ...\n"
-      "    #3 proxy::Socket::release() src/common/socket.cpp:239 (stage3-pool+0x61013)\n"
-      "    #4 proxy::Socket::Socket(proxy::Socket&&) src/common/socket.cpp:212\n"
+      "    #3 proxy::Socket::release() src/common/net/socket.cpp:239 (stage3-pool+0x61013)\n"
+      "    #4 proxy::Socket::Socket(proxy::Socket&&) src/common/net/socket.cpp:212\n"
       "    #5 proxy::BoundedQueue<proxy::Socket>::pop() /usr/include/c++/12/bits/"
       "stl_construct.h:119 (stage3-pool+0x360f0)\n"
       "    #6 proxy::WorkerPool<proxy::Socket>::work() src/stage3-pool/worker_pool.h:120\n";
@@ -242,7 +242,7 @@ TEST(TrapHints, AHangAfterAWorkerMovedFromAnEmptyQueueIsTheWaitUnderIfNotLockOrd
       "    proxy::WorkerPool<proxy::Socket>::work (src/stage3-pool/worker_pool.h:138)\n"
       "  thread 3:\n"
       "    __interceptor_poll\n"
-      "    proxy::Shutdown::watch (src/common/shutdown.cpp:81)\n"
+      "    proxy::Shutdown::watch (src/common/server/shutdown.cpp:81)\n"
       "  thread 1:\n"
       "    std::_V2::condition_variable_any::wait<std::unique_lock<std::mutex>, "
       "proxy::BoundedQueue<proxy::Socket>::push(proxy::Socket&&, std::stop_token)::{lambda()#1}>"
@@ -258,15 +258,15 @@ TEST(TrapHints, AHangAfterAWorkerMovedFromAnEmptyQueueIsTheWaitUnderIfNotLockOrd
       "==================\n"
       "WARNING: ThreadSanitizer: heap-use-after-free (pid=11827)\n"
       "  Read of size 4 at 0x7b0800000ad8 by thread T2 (mutexes: write M39):\n"
-      "    #0 proxy::Socket::release() src/common/socket.cpp:239 (stage3-pool+0x61163)\n"
-      "    #1 proxy::Socket::Socket(proxy::Socket&&) src/common/socket.cpp:212\n"
+      "    #0 proxy::Socket::release() src/common/net/socket.cpp:239 (stage3-pool+0x61163)\n"
+      "    #1 proxy::Socket::Socket(proxy::Socket&&) src/common/net/socket.cpp:212\n"
       "    #2 proxy::BoundedQueue<proxy::Socket>::pop() /usr/include/c++/12/bits/"
       "stl_construct.h:119 (stage3-pool+0x2f590)\n"
       "    #3 proxy::WorkerPool<proxy::Socket>::work() src/stage3-pool/worker_pool.h:138\n"
       "    ...\n\n"
       "  Previous write of size 8 at 0x7b0800000ad8 by main thread:\n"
       "    ...\n"
-      "    #18 proxy::start_stage(int, char**, proxy::StageDefinition const&) src/common/"
+      "    #18 proxy::start_stage(int, char**, proxy::StageDefinition const&) src/common/server/"
       "server.cpp:222\n";
   EXPECT_EQ(classify_trap("deadlock", output), "wait-under-if");
 }
@@ -282,7 +282,7 @@ TEST(TrapHints, ThreadsThatAllWaitForOneLockAtOnePlaceAreNotALockOrderCycle) {
       "    proxy::BoundedQueue<proxy::Socket>::pop (src/stage3-pool/bounded_queue.h:100)\n"
       "  thread 1:\n"
       "    __GI___poll\n"
-      "    proxy::Server::accept (src/common/server.cpp:113)\n";
+      "    proxy::Server::accept (src/common/server/server.cpp:113)\n";
   EXPECT_EQ(classify_trap("deadlock", output), "");
 }
 
@@ -308,7 +308,7 @@ std::string sleeping_pool(int held) {
          "  thread 3:\n"
          "    __GI___poll\n"
          "    __interceptor_poll\n"
-         "    proxy::Shutdown::watch (src/common/shutdown.cpp:81)\n"
+         "    proxy::Shutdown::watch (src/common/server/shutdown.cpp:81)\n"
          "  thread 1:\n"
          "    __pthread_cond_wait_common\n"
          "    ___pthread_cond_wait\n"
@@ -374,17 +374,17 @@ TEST(TrapHints, ARaceBetweenTheTeardownAndAWorkerIsADetachedWorkerNotADataRace) 
       "    ...\n"
       "    #4 proxy::LruCache::~LruCache() src/common/cache/lru_cache.h:16\n"
       "    #8 proxy::LockedCache::~LockedCache() src/common/cache/locked_cache.h:25\n"
-      "    #12 proxy::Server::~Server() src/common/server.h:61 (stage3-pool+0xfe9e)\n"
-      "    #16 proxy::StageStart::~StageStart() src/common/server.h:136\n"
+      "    #12 proxy::Server::~Server() src/common/server/server.h:61 (stage3-pool+0xfe9e)\n"
+      "    #16 proxy::StageStart::~StageStart() src/common/server/server.h:136\n"
       "    #17 main src/stage3-pool/main.cpp:102 (stage3-pool+0xe5b2)\n\n"
       "  Previous write of size 8 at 0x7b2800000070 by thread T5 (mutexes: write M44):\n"
       "    #5 proxy::LruCache::insert(std::basic_string_view<char, std::char_traits<char> >, "
       "std::shared_ptr<proxy::CachedResponse const>) src/common/cache/lru_cache.cpp:38\n"
-      "    #11 proxy::Server::serve(proxy::Socket) src/common/server.cpp:172\n"
+      "    #11 proxy::Server::serve(proxy::Socket) src/common/server/server.cpp:172\n"
       "    #17 proxy::WorkerPool<proxy::Socket>::work() src/stage3-pool/worker_pool.h:140\n"
       "    ...\n\n"
       "  Location is heap block of size 152 at 0x7b2800000000 allocated by main thread:\n"
-      "    #3 proxy::start_stage(int, char**, proxy::StageDefinition const&) src/common/"
+      "    #3 proxy::start_stage(int, char**, proxy::StageDefinition const&) src/common/server/"
       "server.cpp:222\n\n"
       "  Thread T5 (tid=13429, finished) created by main thread at:\n"
       "    #2 proxy::WorkerPool<proxy::Socket>::WorkerPool(unsigned long, unsigned long, "

@@ -5,9 +5,10 @@
 #   - each relative link [text](target): the file or folder exists, and a #fragment names a
 #     heading of the page it points into (GitHub's anchors: the heading lowercased, punctuation
 #     but '-' and '_' dropped, each space a '-', "-1", "-2" after repeats);
-#   - each path in backticks that starts at a top-level folder of this tree (`common/proxy.cpp`,
-#     `tests/blackbox/stage_test.cpp`): it exists. Patterns and placeholders (`*`, `<target>`,
-#     `{h,cpp}`, `labN`) are passed over, and so are the files below that are made later.
+#   - each path in backticks that starts at a top-level folder of this tree
+#     (`common/transaction/proxy.cpp`, `tests/blackbox/stage_test.cpp`): it exists. Patterns and
+#     placeholders (`*`, `<target>`, `{h,cpp}`, `labN`) are passed over, and so are the files
+#     below that are made later.
 # POSIX sh + awk; prints each broken reference as PAGE:LINE: WHAT and exits 1 if there is one.
 set -eu
 root=${1:-$(dirname "$0")/..}

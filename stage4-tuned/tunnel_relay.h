@@ -1,9 +1,9 @@
 // TunnelRelay: CONNECT tunnels off the workers. Once serve_connect has answered 200, the
 // tunnel is handed here (ProxyOptions::adopt_tunnel) and one thread relays every open tunnel's
 // bytes with epoll on both ends, non-blocking, so a tunnel costs two descriptors and its
-// in-flight bytes, never a worker. The relay is common/tunnel.cpp's, made event-driven: an EOF
-// one way is passed on as a half-close and the other way goes on (RFC 9293 §3.6); a side that
-// will not take bytes stops reading from the other (backpressure); a tunnel silent both ways
+// in-flight bytes, never a worker. The relay is common/transaction/tunnel.cpp's, made event-driven:
+// an EOF one way is passed on as a half-close and the other way goes on (RFC 9293 §3.6); a side
+// that will not take bytes stops reading from the other (backpressure); a tunnel silent both ways
 // for the idle timeout is closed; a reset or failed write resets both sides.
 #pragma once
 

@@ -144,7 +144,8 @@ ChunkedDecoder::Result ChunkedDecoder::decode(std::string_view input, std::strin
   // LAB(1) STUB
   // (void)input;
   // (void)out;
-  // proxy::todo_student("TODO(student) lab 1: ChunkedDecoder::decode (common/body_reader.cpp)");
+  // proxy::todo_student(
+  //     "TODO(student) lab 1: ChunkedDecoder::decode (common/http/body_reader.cpp)");
   // LAB(1) END
 }
 
@@ -222,7 +223,8 @@ bool ChunkedDecoder::framing_byte(char c) {
   return false;
   // LAB(1) STUB
   // (void)c;
-  // proxy::todo_student("TODO(student) lab 1: ChunkedDecoder::framing_byte (common/body_reader.cpp)");
+  // proxy::todo_student(
+  //     "TODO(student) lab 1: ChunkedDecoder::framing_byte (common/http/body_reader.cpp)");
   // LAB(1) END
 }
 
@@ -259,7 +261,7 @@ BodyReader::Result BodyReader::feed(std::string_view input, std::string& out) {
   // LAB(1) STUB
   // (void)input;
   // (void)out;
-  // proxy::todo_student("TODO(student) lab 1: BodyReader::feed (common/body_reader.cpp)");
+  // proxy::todo_student("TODO(student) lab 1: BodyReader::feed (common/http/body_reader.cpp)");
   // LAB(1) END
 }
 

@@ -201,7 +201,7 @@ RequestParseResult parse_request(std::string_view buffer, Request& out,
   // (void)buffer;
   // (void)out;
   // (void)limits;
-  // proxy::todo_student("TODO(student) lab 1: parse_request (common/http_message.cpp)");
+  // proxy::todo_student("TODO(student) lab 1: parse_request (common/http/http_message.cpp)");
   // LAB(1) END
 }
 

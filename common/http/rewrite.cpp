@@ -21,7 +21,7 @@ bool is_hop_by_hop(std::string_view name) noexcept {
   // LAB(1) STUB
   // (void)name;
   // // noexcept: a throw would end the process with no word of why, so say it, then stop.
-  // std::fputs("TODO(student) lab 1: is_hop_by_hop (common/rewrite.cpp)\n", stderr);
+  // std::fputs("TODO(student) lab 1: is_hop_by_hop (common/http/rewrite.cpp)\n", stderr);
   // std::abort();
   // LAB(1) END
 }
@@ -52,7 +52,7 @@ std::string build_origin_request(const Request& request, const AbsoluteUri& uri,
   // (void)request;
   // (void)uri;
   // (void)body_framing_field;
-  // proxy::todo_student("TODO(student) lab 1: build_origin_request (common/rewrite.cpp)");
+  // proxy::todo_student("TODO(student) lab 1: build_origin_request (common/http/rewrite.cpp)");
   // LAB(1) END
 }
 

@@ -222,8 +222,9 @@ TEST_P(HardeningInput, RelaysRequestBodiesByteExactWhateverTheirFraming) {
 }
 
 TEST_P(HardeningInput, RefusesBodiesOverTheLimitAndMethodsItDoesNotImplement) {
-  // The default limit is 100 MiB, streamed past the first MiB (common/request_body.cpp); 1 MiB here keeps the
-  // limit inside the part checked before the origin is contacted.
+  // The default limit is 100 MiB, streamed past the first MiB
+  // (common/transaction/request_body.cpp); 1 MiB here keeps the limit inside the part checked
+  // before the origin is contacted.
   start_stage({"--max-request-body-bytes", "1048576"});
   RawOrigin origin(ok_response("ok"));
   const std::string line = "GET " + origin.url("/anything") + " HTTP/1.1\r\nHost: x\r\n";

@@ -1,7 +1,7 @@
-// classify (common/admission.h): one request head, judged once, and every path that serves it
-// acting on that one verdict. The same table of requests goes through classify, through a worker
-// (serve_request, parsing the head itself and taking the poller's verdict), through stage 4's
-// poller hit (serve_hit_now) and its poller miss (start_miss_now), and through the key of the
+// classify (common/transaction/admission.h): one request head, judged once, and every path that
+// serves it acting on that one verdict. The same table of requests goes through classify, through a
+// worker (serve_request, parsing the head itself and taking the poller's verdict), through stage
+// 4's poller hit (serve_hit_now) and its poller miss (start_miss_now), and through the key of the
 // origin's concurrency limit; each path must do what the verdict says. Real loopback sockets and
 // the harness origin, as in serve_hit_now_test.cpp.
 #include <gtest/gtest.h>

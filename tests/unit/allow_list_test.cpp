@@ -1,4 +1,4 @@
-// AllowList (common/allow_list.h): CIDR parsing and matching for `--allow`.
+// AllowList (common/server/allow_list.h): CIDR parsing and matching for `--allow`.
 #include "server/allow_list.h"
 
 #include <arpa/inet.h>

@@ -1,4 +1,4 @@
-// Body framing and the incremental decoders (common/body_reader.h). Every input sits in an
+// Body framing and the incremental decoders (common/http/body_reader.h). Every input sits in an
 // exactly-sized heap buffer, and every decoder case is fed whole, split in two at every byte
 // boundary, and one byte at a time: a read arrives in whatever pieces the network chose.
 #include "http/body_reader.h"

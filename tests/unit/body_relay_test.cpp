@@ -1,5 +1,5 @@
-// relay_body (common/body_relay.h) through a real socket pair: what it counts as the body's end.
-// A reused origin connection depends on it (RFC 9112 §9.3): bytes past the end mean the
+// relay_body (common/transaction/body_relay.h) through a real socket pair: what it counts as the
+// body's end. A reused origin connection depends on it (RFC 9112 §9.3): bytes past the end mean the
 // connection is out of step and must not carry another request.
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Unit tests for the pieces hardening (docs/hardening.md) added outside the parsers: connect_tcp's name
-// lookup with a deadline (common/socket.h) and the launcher's descriptor limit
+// lookup with a deadline (common/net/socket.h) and the launcher's descriptor limit
 // (harness::ProcessOptions::max_open_files).
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
-// RFC 9111's rules as common/http_cache_rules.h implements them: dates, Cache-Control, freshness,
-// age, the store decision, the use decision, Vary, conditional requests and 304 updates. Pure
-// functions on parsed heads and explicit times, so no test needs a clock or a socket.
+// RFC 9111's rules as common/http/http_cache_rules.h implements them: dates, Cache-Control,
+// freshness, age, the store decision, the use decision, Vary, conditional requests and 304 updates.
+// Pure functions on parsed heads and explicit times, so no test needs a clock or a socket.
 #include <gtest/gtest.h>
 
 #include <optional>

@@ -1,4 +1,4 @@
-// The field helpers (common/http_message.h): find_field, field_has_token, split_list and
+// The field helpers (common/http/http_message.h): find_field, field_has_token, split_list and
 // count_fields, over field lines as a parsed head holds them.
 #include "http/http_message.h"
 

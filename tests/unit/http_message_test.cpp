@@ -1,5 +1,5 @@
-// parse_request (common/http_message.h): one line per case, what a complete head yields, the size
-// limits, the empty lines before a request line. Every input sits in an exactly-sized heap
+// parse_request (common/http/http_message.h): one line per case, what a complete head yields, the
+// size limits, the empty lines before a request line. Every input sits in an exactly-sized heap
 // buffer, so a read past its end fails under AddressSanitizer. parse_response_head:
 // http_response_head_test.cpp; the field helpers: http_fields_test.cpp.
 #include "http/http_message.h"

@@ -1,4 +1,4 @@
-// parse_response_head (common/http_message.h): one line per case, what a complete head yields,
+// parse_response_head (common/http/http_message.h): one line per case, what a complete head yields,
 // the head size limit. Every input sits in an exactly-sized heap buffer, so a read past its end
 // fails under AddressSanitizer.
 #include "http/http_message.h"

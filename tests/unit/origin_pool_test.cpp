@@ -1,6 +1,7 @@
-// OriginPool (common/origin_pool.h): kept origin connections, their bounds, their idle timeout,
-// and the retry rule of RFC 9110 §9.2.2 / RFC 9112 §9.3.1. Real connected sockets (socketpair):
-// the far end plays the origin, so a test sees what a closed or kept connection looks like to it.
+// OriginPool (common/poller/origin_pool.h): kept origin connections, their bounds, their idle
+// timeout, and the retry rule of RFC 9110 §9.2.2 / RFC 9112 §9.3.1. Real connected sockets
+// (socketpair): the far end plays the origin, so a test sees what a closed or kept connection looks
+// like to it.
 #include "poller/origin_pool.h"
 
 #include <gtest/gtest.h>

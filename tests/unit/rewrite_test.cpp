@@ -1,4 +1,4 @@
-// build_origin_request and the hop-by-hop rules (common/rewrite.h): what the origin receives.
+// build_origin_request and the hop-by-hop rules (common/http/rewrite.h): what the origin receives.
 #include "http/rewrite.h"
 
 #include <gtest/gtest.h>

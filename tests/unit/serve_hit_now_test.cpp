@@ -1,6 +1,6 @@
-// serve_hit_now (common/proxy.h): stage 4's poller answers a hit without a worker. Through real
-// loopback sockets: what it answers, what it leaves to serve_request, and a response the
-// client's socket takes only part of.
+// serve_hit_now (common/transaction/proxy.h): stage 4's poller answers a hit without a worker.
+// Through real loopback sockets: what it answers, what it leaves to serve_request, and a response
+// the client's socket takes only part of.
 #include <gtest/gtest.h>
 
 #include <poll.h>

@@ -1,6 +1,6 @@
-// start_miss_now and what follows it (common/proxy.h): stage 4's poller sends a plain miss on a
-// kept origin connection and relays an answer that arrived whole, or hands the miss to a worker
-// (finish_miss). Through real loopback sockets and the scripted origin.
+// start_miss_now and what follows it (common/transaction/proxy.h): stage 4's poller sends a plain
+// miss on a kept origin connection and relays an answer that arrived whole, or hands the miss to a
+// worker (finish_miss). Through real loopback sockets and the scripted origin.
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>

@@ -1,4 +1,4 @@
-// parse_absolute_uri and the cache key derived from it (common/uri.h). Each target sits in an
+// parse_absolute_uri and the cache key derived from it (common/http/uri.h). Each target sits in an
 // exactly-sized heap buffer, so a read past its end fails under AddressSanitizer.
 #include "http/uri.h"
 
