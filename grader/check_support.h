@@ -124,7 +124,7 @@ RunOutcome check_origin_limit(const CheckSpec& spec, const StageInfo& stage, con
 /// a probe re-measured the unloaded latency, the limit must not collapse (/metrics)
 /// (checks_origin_limit.cpp).
 RunOutcome check_mixed_paths(const CheckSpec& spec, const StageInfo& stage,
-                              const CheckContext& ctx);
+                             const CheckContext& ctx);
 /// Stage 4: load shedding by queueing delay (CoDel). Behind one busy worker a long but young
 /// queue is not shed, a standing queue refuses a newcomer at once with 503, and a drained queue
 /// stops refusing (checks_shedding.cpp).
