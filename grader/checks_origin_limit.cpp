@@ -266,6 +266,8 @@ class MixedLoad {
   }
   /// No new request until resume(); those in flight go on.
   void pause() { paused_ = true; }
+  /// From now on every client asks for the first of the urls only (`on`), or for each in turn.
+  void first_only(bool on) { first_only_ = on; }
   void resume() { paused_ = false; }
   /// Requests sent and not yet answered.
   [[nodiscard]] int in_flight() const { return in_flight_.load(); }
@@ -283,8 +285,9 @@ class MixedLoad {
         std::this_thread::sleep_for(5ms);  // the pause, polled: resume() ends it
         continue;
       }
+      const std::size_t n = next_.fetch_add(1);
       const std::string request =
-          testing_support::proxy_get(urls_[next_.fetch_add(1) % urls_.size()]);
+          testing_support::proxy_get(urls_[first_only_.load() ? 0 : n % urls_.size()]);
       in_flight_.fetch_add(1);
       struct Done {
         std::atomic<int>& count;
@@ -316,6 +319,7 @@ class MixedLoad {
   const std::vector<std::string> urls_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> paused_{false};
+  std::atomic<bool> first_only_{false};
   std::atomic<int> in_flight_{0};
   std::atomic<std::size_t> next_{0};
   std::atomic<long> answered_{0}, refused_{0}, failed_{0};
@@ -351,9 +355,10 @@ RunOutcome check_origin_limit(const CheckSpec& spec, const StageInfo& stage,
 //
 // The probe is set up so that which requests it times decides the outcome, and nothing else.
 // A probe needs a full limit (re-measured only under load), which a closed-loop load seldom
-// keeps: once the first probe is due (a second after the first window), the load pauses, requests
-// that the origin holds for hold_ms fill the limit, and past_the_limit (as many as the probe
-// samples) slow-path requests queue behind them. The stage's next tick starts the probe (the
+// keeps: once the limit has grown past the clients the load pauses (after a moment of the fast
+// path alone, below), and once the first probe is due (a second after the first window),
+// requests that the origin holds for hold_ms fill the limit and past_the_limit (most of what the
+// probe samples) slow-path requests queue behind them. The stage's next tick starts the probe (the
 // limit halves in /metrics) and the load resumes behind that queue. When the held requests end,
 // the queued slow ones are the first sent under the probe, and the mix's fast answers the first
 // to come back. The judge is the stage's own state in /metrics afterwards: no speed threshold.
@@ -363,7 +368,7 @@ RunOutcome check_mixed_paths(const CheckSpec& spec, const StageInfo& stage,
   const int clients = spec.params.value("clients", 64);
   const int slow_ms = spec.params.value("slow_ms", 20);
   const int hold_ms = spec.params.value("hold_ms", 300);
-  const int past_the_limit = spec.params.value("past_the_limit", 10);
+  const int past_the_limit = spec.params.value("past_the_limit", 8);
   const auto settle = std::chrono::milliseconds(spec.params.value("settle_ms", 1500));
   const double floor = std::max(4, clients / 4);
   harness::OriginServer origin(harness::OriginOptions{.threads = 2});
@@ -394,11 +399,15 @@ RunOutcome check_mixed_paths(const CheckSpec& spec, const StageInfo& stage,
     expect_clean_stop(v, proxy);
     return {v.passed(), v.text(), {}};
   }
-  // The first probe is due a second after the first window; this second measures the rate
-  // before it.
+  // The first probe is due a second after the first window. Until then the load fills the
+  // limit only while it grows (a full limit then would start the probe under the mix itself, the
+  // requests it times left to chance): once it has grown past the clients, the load pauses.
+  const auto probe_due = CheckClock::now() + 1100ms;
+  eventually([&] { return gauge("proxy_origin_limit") >= clients; }, 5s);
+  // The rate of the mix before the probe, over a moment of it, for the report.
   const long answered_0 = load.answered();
   const auto before_0 = CheckClock::now();
-  std::this_thread::sleep_for(1100ms);
+  std::this_thread::sleep_for(300ms);
   const double rate_before =
       static_cast<double>(load.answered() - answered_0) / seconds_since(before_0);
   double limit_before = std::nan("");
@@ -411,13 +420,27 @@ RunOutcome check_mixed_paths(const CheckSpec& spec, const StageInfo& stage,
   const auto give_up = CheckClock::now() + 8s;
   while (!probing && CheckClock::now() < give_up) {
     ++tries;
+    // Three of the stage's 50 ms ticks of the fast path alone before the pause, so that the
+    // last windows are not the slow answers a drain leaves (a client spends most of its time on
+    // the slow path): they read as queueing and may halve the limit, and a probe at a quarter of
+    // the clients leaves the mix too little room to answer first.
+    load.first_only(true);
+    std::this_thread::sleep_for(150ms);
     load.pause();
     eventually([&] { return load.in_flight() == 0; }, 10s);
-    // Three of the stage's 50 ms ticks: the window the drain closed is judged before the limit
-    // is read. Its last answers are mostly slow ones (a client spends most of its time on the
-    // slow path), so that window may cut the limit; a cut after the read would leave held
-    // requests waiting, to be the probe's first.
-    std::this_thread::sleep_for(150ms);
+    // A probe that ran under the mix anyway (the limit was full when it fell due) is judged as
+    // it is.
+    min_after = gauge("proxy_origin_min_rtt_seconds");
+    if (min_after > 0 && min_after != first_min) {
+      load.first_only(false);
+      load.resume();
+      probing = true;
+      break;
+    }
+    // Until the probe is due, and at least three of the stage's 50 ms ticks: the window the
+    // drain closed is judged before the limit is read (a cut after the read would leave held
+    // requests waiting, to be the probe's first).
+    std::this_thread::sleep_until(std::max(probe_due, CheckClock::now() + 150ms));
     limit_before = gauge("proxy_origin_limit");
     const double busy = gauge("proxy_origin_in_flight");
     const int limit = std::isnan(limit_before) ? clients : static_cast<int>(limit_before);
@@ -444,6 +467,7 @@ RunOutcome check_mixed_paths(const CheckSpec& spec, const StageInfo& stage,
         },
         std::chrono::milliseconds(hold_ms / 2));
     if (probing) limit_probing = probe_limit;
+    load.first_only(false);
     load.resume();
     for (const proxy::Socket& client : burst) {
       const std::optional<HttpResponse> r = testing_support::read_response(client, 10s);
@@ -479,8 +503,13 @@ RunOutcome check_mixed_paths(const CheckSpec& spec, const StageInfo& stage,
   load.stop();
   std::ostringstream numbers;
   numbers.precision(3);
-  numbers << "  (before the probe: limit " << limit_before << " (" << limit_probing
-          << " while it probed), minimum " << millis_text(first_min) << ", "
+  numbers << "  (before the probe: limit " << limit_before << " (";
+  if (std::isnan(limit_probing)) {
+    numbers << "not seen";
+  } else {
+    numbers << limit_probing;
+  }
+  numbers << " while it probed), minimum " << millis_text(first_min) << ", "
           << static_cast<long>(rate_before) << " answers/s; after it: limit " << limit_after
           << ", minimum " << millis_text(min_now) << ", last window " << millis_text(rtt_now)
           << ", " << static_cast<long>(rate_after) << " answers/s; " << load.refused() << " shed, "
