@@ -120,6 +120,11 @@ RunOutcome check_queue_bound(const CheckSpec& spec, const StageInfo& stage, cons
 /// the limit, and a permit comes back when its request ends (not at its client's hang-up)
 /// (checks_origin_limit.cpp).
 RunOutcome check_origin_limit(const CheckSpec& spec, const StageInfo& stage, const CheckContext& ctx);
+/// Stage 4: --origin-limit auto against one origin serving a fast and a slow path alike; after
+/// a probe re-measured the unloaded latency, the limit must not collapse (/metrics)
+/// (checks_origin_limit.cpp).
+RunOutcome check_mixed_paths(const CheckSpec& spec, const StageInfo& stage,
+                             const CheckContext& ctx);
 /// Stage 4: load shedding by queueing delay (CoDel). Behind one busy worker a long but young
 /// queue is not shed, a standing queue refuses a newcomer at once with 503, and a drained queue
 /// stops refusing (checks_shedding.cpp).

@@ -24,6 +24,7 @@ RunOutcome run_check_once(const CheckSpec& spec, const StageInfo& stage, const C
     if (spec.id == "cut-off") return check_cut_off(spec, stage, ctx);
     if (spec.id == "queue-bound") return check_queue_bound(spec, stage, ctx);
     if (spec.id == "origin-limit") return check_origin_limit(spec, stage, ctx);
+    if (spec.id == "mixed-paths") return check_mixed_paths(spec, stage, ctx);
     if (spec.id == "shedding") return check_shedding(spec, stage, ctx);
     if (spec.id == "post-once") return check_post_once(spec, stage, ctx);
     if (spec.id == "slow-reader") return check_slow_reader(spec, stage, ctx);

@@ -90,6 +90,14 @@ const std::map<std::string, std::string>& default_hints() {
        "pops in leave_queue, so a read without the lock can meet a deque halfway through a pop "
        "(the two stacks, both in stage4-tuned/load_shedding.cpp). Every access to waiting_, a "
        "read too, holds waiting_mutex_."},
+      {"probe-first-answers",
+       "the adaptive limit fell to its floor after a probe that measured the fast path: the "
+       "probe timed the first answers to come back, not the requests it sent. On an origin "
+       "whose paths differ in speed the first answers are the fast ones (a slow request holds "
+       "its place while fast ones come and go), so the minimum is far too low and every window "
+       "of the mix after it reads as queueing. Time the requests sent under the probe: the "
+       "ticket ConcurrencyLimit::on_start hands out, carried by the permit back to on_sample "
+       "(stage4-tuned/concurrency_limit.h)."},
       {"hits-wait",
        "hits wait for the origin's limit: a cached object waited for a permit while the origin's "
        "limit was full. A hit sends nothing to the origin, so it needs no permit; answer it "
@@ -456,6 +464,13 @@ std::string classify_trap(const std::string& check, const std::string& output) {
   if (check == "shutdown") return shutdown_trap(output);
   if (check == "origin-limit") return origin_limit_trap(output);
   if (check == "shedding") return shedding_trap(output);
+  // The limit collapsed, and the minimum the probe left is a fraction of the slow path's delay
+  // alone: only the fast path's answers were timed. A limit that fell for another reason (a
+  // minimum as the mix's, a stage that stopped answering) is none of this trap.
+  if (check == "mixed-paths" && has("[FAIL] the limit does not collapse after the probe") &&
+      has("is below a quarter of the slow path's")) {
+    return "probe-first-answers";
+  }
   if (check == "post-once" && has("[FAIL] a POST reaches the origin at most once")) {
     return "post-resent";
   }

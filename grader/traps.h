@@ -13,10 +13,10 @@ namespace grader {
 /// The trap id the evidence in a failed check's `output` points at ("wait-under-if",
 /// "lost-wakeup", "pop-notifies-nobody", "lock-order", "data-race", "close-under-lock",
 /// "close-wakes", "pointer-into-vector", "leaked-socket", "detached-workers"; stage 4's
-/// origin-limit check: "origin-limit-bypassed", "permit-leak", "hits-wait"; its shedding
-/// check: "never-sheds", "sheds-by-length", "shedding-never-stops"; post-once: "post-resent";
-/// slow-reader: "hit-drops-unsent"; races and queue-races on stage 4's worker queue:
-/// "waiting-unlocked"), or "" when it points at none.
+/// origin-limit check: "origin-limit-bypassed", "permit-leak", "hits-wait"; mixed-paths:
+/// "probe-first-answers"; its shedding check: "never-sheds", "sheds-by-length",
+/// "shedding-never-stops"; post-once: "post-resent"; slow-reader: "hit-drops-unsent"; races
+/// and queue-races on stage 4's worker queue: "waiting-unlocked"), or "" when it points at none.
 std::string classify_trap(const std::string& check, const std::string& output);
 
 /// The one line a failed check's report starts with, "LIKELY TRAP: ..." (the manifest's

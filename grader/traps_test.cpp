@@ -783,6 +783,73 @@ TEST(TrapHints, ABodyThatStoppedOrObjectsNeverStoredAreNoDroppedBytes) {
             "");
 }
 
+// ---- mixed-paths (stage 4): the adaptive origin limit on an origin with a fast and a slow path --
+
+// probe-first-answers.patch: the probe timed the first answers under it (the fast path's), so
+// every window of the mix after it read as queueing and the limit fell to its floor.
+const std::string kProbeTimedTheFastPath =
+    "  [pass] 64 clients alternate a fast path (/no-store/5000) and a slow one "
+    "(/delay/20/no-store/10) on one origin, through --origin-limit auto: /metrics shows the "
+    "origin's first minimum latency (proxy_origin_min_rtt_seconds)\n"
+    "  [pass] once the first probe is due, requests that fill the limit make it measure its "
+    "minimum again: the limit halves, then proxy_origin_min_rtt_seconds changes (1 try)\n"
+    "  [pass] every request that filled the limit or queued past it is answered 200\n"
+    "  (before the probe: limit 80 (40 while it probed), minimum 9 ms, 6101 answers/s; after it: "
+    "limit 2, minimum 0.038 ms, last window 9.9 ms, 673 answers/s; 0 shed, 0 failed)\n"
+    "  [FAIL] the limit does not collapse after the probe: 1500 ms later the origin's limit is "
+    "at least 16 (a quarter of the 64 clients), the origin having room for every request\n"
+    "         proxy_origin_limit read 2, 1500 ms after the probe; the minimum it measured, 0.038 "
+    "ms, is below a quarter of the slow path's 20 ms: the probe timed the fast path's answers, "
+    "and every window of the mix since reads as queueing\n"
+    "  [pass] SIGTERM: the stage stops and exits 0\n";
+
+TEST(TrapHints, ALimitCollapsedAfterAProbeThatTimedTheFastPathIsAProbeOfFirstAnswers) {
+  EXPECT_EQ(classify_trap("mixed-paths", kProbeTimedTheFastPath), "probe-first-answers");
+  EXPECT_EQ(trap_hint("mixed-paths", kProbeTimedTheFastPath, nlohmann::json())
+                .rfind("LIKELY TRAP (probe-first-answers): the adaptive limit fell to its floor "
+                       "after a probe that measured the fast path", 0),
+            0u);
+}
+
+// The reference stage 4 (a real run): the probe timed the slow requests it sent first, and the
+// limit held.
+TEST(TrapHints, TheReferencesMixedPathsRunDrawsNoHint) {
+  EXPECT_EQ(classify_trap(
+                "mixed-paths",
+                "  [pass] 64 clients alternate a fast path (/no-store/5000) and a slow one "
+                "(/delay/20/no-store/10) on one origin, through --origin-limit auto: /metrics "
+                "shows the origin's first minimum latency (proxy_origin_min_rtt_seconds)\n"
+                "  [pass] once the first probe is due, requests that fill the limit make it "
+                "measure its minimum again: the limit halves, then proxy_origin_min_rtt_seconds "
+                "changes (1 try)\n"
+                "  [pass] every request that filled the limit or queued past it is answered 200\n"
+                "  (before the probe: limit 80 (40 while it probed), minimum 8.8 ms, 5821 "
+                "answers/s; after it: limit 80, minimum 18.6 ms, last window 10.5 ms, 6010 "
+                "answers/s; 0 shed, 0 failed)\n"
+                "  [pass] the limit does not collapse after the probe: 1500 ms later the origin's "
+                "limit is at least 16 (a quarter of the 64 clients), the origin having room for "
+                "every request\n"
+                "  [pass] SIGTERM: the stage stops and exits 0\n"),
+            "");
+}
+
+// In the check's format: a limit that fell with a minimum like the mix's (the windows' own
+// latency rose: a busy stage), or one that never probed, is none of this trap.
+TEST(TrapHints, ALimitThatFellWithAPlausibleMinimumIsNoProbeOfFirstAnswers) {
+  EXPECT_EQ(classify_trap("mixed-paths",
+                          "  [FAIL] the limit does not collapse after the probe: 1500 ms later "
+                          "the origin's limit is at least 16 (a quarter of the 64 clients), the "
+                          "origin having room for every request\n"
+                          "         proxy_origin_limit read 3, 1500 ms after the probe\n"),
+            "");
+  EXPECT_EQ(classify_trap("mixed-paths",
+                          "  [FAIL] once the first probe is due, requests that fill the limit "
+                          "make it measure its minimum again: the limit halves, then "
+                          "proxy_origin_min_rtt_seconds changes (3 tries)\n"
+                          "         the limit never fell below 40 within 8 s\n"),
+            "");
+}
+
 // ---- races and queue-races (stage 4): the worker queue's arrival times ------------------------
 
 // unlocked-oldest-wait.patch under queue-races: a worker pops waiting_ (leave_queue, under
