@@ -65,8 +65,8 @@ void TunedServer::admit_waiting(Clock::time_point now) {
       const int fd = queue.waiting.front();
       Parked& parked = *parked_[static_cast<std::size_t>(fd)];
       // A client that hung up while it waited is not sent on: its permit would go to an
-      // answer nobody reads (peer_hung_up: a poll with no wait).
-      if (peer_hung_up(fd)) {
+      // answer nobody reads (Socket::peer_hung_up: a poll with no wait).
+      if (parked.client.connection.socket().peer_hung_up()) {
         queue.waiting.pop_front();
         gates_.add_waiting(*queue.gate, -1);
         free_slot(fd);

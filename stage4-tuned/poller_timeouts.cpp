@@ -6,8 +6,6 @@
 // sent goes to a worker once its origin is silent past --origin-timeout-ms (504), or once its
 // body is still arriving a tick after its head. A request waiting for its origin's limit has
 // no deadline here: its origin's queue sheds it (origin_admission.cpp).
-#include <sys/socket.h>
-
 #include <string>
 #include <string_view>
 
@@ -80,8 +78,7 @@ bool TunedServer::time_out_head(Parked& parked, Clock::time_point now) {
   const Socket& socket = parked.client.connection.socket();
   server_.stats().errors.fetch_add(1, std::memory_order_relaxed);
   head_timeouts_.fetch_add(1, std::memory_order_relaxed);
-  [[maybe_unused]] ssize_t sent =
-      ::send(socket.fd(), k408.data(), k408.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  socket.write_now(k408);
   socket.shutdown_write();
   if (now >= next_408_log_) {
     std::string line = "client " + parked.client.connection.peer() +

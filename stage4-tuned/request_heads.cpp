@@ -2,10 +2,7 @@
 // arrived, never waiting — until it is whole (a head that trickles past --client-timeout-ms is
 // answered 408 by the timeout sweep, poller_timeouts.cpp); and answers a cache hit itself, so
 // that a hit costs no hand-off (tuned_server.h).
-#include <sys/socket.h>
-
 #include <array>
-#include <cerrno>
 
 #include "http_message.h"
 #include "tuned_server.h"
@@ -23,20 +20,18 @@ TunedServer::HeadState TunedServer::read_head(Parked& parked) {
   std::array<char, 16 * 1024> chunk;
   bool ended = false;  // the client closed its side (a FIN): a whole head before it still counts
   while (parked.head.size() <= most) {
-    const ssize_t n = ::recv(parked.client.connection.socket().fd(), chunk.data(), chunk.size(),
-                             MSG_DONTWAIT);
-    if (n > 0) {
+    const IoResult got = parked.client.connection.socket().read_now(chunk);
+    if (got.status == IoStatus::ok) {
       if (parked.head.empty()) parked.first_byte = Clock::now();
-      parked.head.append(chunk.data(), static_cast<std::size_t>(n));
-      if (static_cast<std::size_t>(n) < chunk.size()) break;  // most likely all there is
+      parked.head.append(chunk.data(), got.bytes);
+      if (got.bytes < chunk.size()) break;  // most likely all there is
       continue;
     }
-    if (n == 0) {
+    if (got.status == IoStatus::eof) {
       ended = true;
       break;
     }
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+    if (got.status == IoStatus::timeout) break;  // nothing more has arrived
     return HeadState::closed;  // a reset
   }
   parked.head.erase(0, leading_empty_lines(parked.head));  // RFC 9112 §2.2

@@ -5,10 +5,8 @@
 // machine_limits.cpp; how it queues a request for a worker, or sheds it, in load_shedding.cpp.
 #include "tuned_server.h"
 
-#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -99,12 +97,6 @@ TunedConfig fit_to_descriptors(TunedConfig config) {
 }
 
 }  // namespace
-
-// poll(2) with no wait reports the same conditions EPOLLRDHUP, EPOLLHUP and EPOLLERR do.
-bool TunedServer::peer_hung_up(int fd) noexcept {
-  pollfd watched{fd, POLLRDHUP, 0};
-  return ::poll(&watched, 1, 0) > 0 && (watched.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
-}
 
 TunedServer::TunedServer(Server& server, const TunedConfig& config)
     : server_(server),
@@ -320,7 +312,7 @@ void TunedServer::readable(int fd) {
       // same batch — a client, or a dropped miss's origin connection — since accept(2) hands out
       // the lowest free number at once. Only a hang-up this socket shows now counts; its own
       // registration has not fired, so it is still armed.
-      if (peer_hung_up(fd)) abandon_miss(parked, fd);
+      if (parked.client.connection.socket().peer_hung_up()) abandon_miss(parked, fd);
       return;
   }
   if (next == HeadState::ready) next = answer_hit(parked);

@@ -196,9 +196,6 @@ class TunedServer {
   // The poller does its housekeeping (timeouts, sizing, the shedder) at least this often, in ms.
   static constexpr int kTickMs = 50;
 
-  // Whether the peer of connected socket `fd` has hung up (or half-closed, or the socket
-  // failed) by now, without waiting.
-  static bool peer_hung_up(int fd) noexcept;
   void serve(Job job);                // on a worker
   void wake_poller() noexcept;        // from any thread: the poller takes its mailboxes
   void accept_ready();                // on the poller
