@@ -333,7 +333,6 @@ TunedServer::ParkedState TunedServer::client_wait(const Parked& parked) noexcept
 }
 
 void TunedServer::go_on(Parked& parked, int fd, HeadState next) {
-  const auto index = static_cast<std::size_t>(fd);
   // A plain miss whose origin has a kept connection: sent from here (poller_misses.cpp).
   if (next == HeadState::ready && config_.poller_misses && start_miss(parked, fd)) return;
   switch (next) {
@@ -360,9 +359,7 @@ void TunedServer::go_on(Parked& parked, int fd, HeadState next) {
       break;
     }
   }
-  // Dispatched or closed: the slot is free (destroying a Client closes it and leaves epoll).
-  parked_[index].reset();
-  parked_count_.fetch_sub(1, std::memory_order_relaxed);
+  free_slot(fd);  // dispatched or closed
 }
 
 void TunedServer::dispatch(Parked& parked) {
