@@ -26,9 +26,10 @@ TunedServer::Admission TunedServer::admit(Parked& parked, int fd) {
   // A hit the poller could not send itself (a connection that closes, a large body) never
   // waits for its origin: it needs none.
   if (parked.client.connection.found_stored()) return Admission::go;
-  // The origin the request goes to, from classify's verdict on its head (parked.front); none for
-  // CONNECT, the proxy's own /metrics, or a head not yet whole (a worker reads the rest).
-  const std::string key = parked.front ? parked.front->origin() : std::string();
+  // The origin the request goes to, from classify's verdict on its head (parked.head.front());
+  // none for CONNECT, the proxy's own /metrics, or a head not yet whole (a worker reads the rest).
+  const std::optional<ClassifiedRequest>& front = parked.head.front();
+  const std::string key = front ? front->origin() : std::string();
   if (key.empty()) return Admission::go;
   std::shared_ptr<OriginGate> gate = gates_.gate(key);
   auto queue = origin_queues_.find(gate.get());

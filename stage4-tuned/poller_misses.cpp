@@ -21,7 +21,8 @@ using Clock = std::chrono::steady_clock;
 bool TunedServer::start_miss(Parked& parked, int fd) {
   Client& client = parked.client;
   PendingMiss miss =
-      start_miss_now(client.connection, parked.head, parked.front, options_, server_.stats());
+      start_miss_now(client.connection, parked.head.bytes(), parked.head.front(), options_,
+                     server_.stats());
   if (!miss) return false;
   const int origin = origin_fd(*miss);
   client.miss = std::move(miss);
@@ -84,7 +85,7 @@ void TunedServer::origin_readable(int origin) {
   }
   poller_misses_.fetch_add(1, std::memory_order_relaxed);
   parked.since = now;  // the idle timeout runs from the last response
-  if (!parked.head.empty()) parked.first_byte = now;  // a pipelined head: its own client timeout
+  if (!parked.head.empty()) parked.head.restart_clock(now);  // a pipelined head: its own timeout
   parked.state = client_wait(parked);
   // Then as for any parked connection: the rest of this response, or the next request — one
   // already read (pipelined), one arrived meanwhile, or a wait in epoll for it.

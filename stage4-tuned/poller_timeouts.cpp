@@ -74,7 +74,7 @@ bool TunedServer::time_out_idle(Parked& parked, Clock::time_point now) {
 // client sent has been read, so the close is an orderly FIN, not a reset that could destroy the
 // 408. Logged at most once a second: two thousand slow clients must not flood stderr.
 bool TunedServer::time_out_head(Parked& parked, Clock::time_point now) {
-  if (now - parked.first_byte < options_.client_timeout) return false;
+  if (now - parked.head.first_byte() < options_.client_timeout) return false;
   const Socket& socket = parked.client.connection.socket();
   server_.stats().errors.fetch_add(1, std::memory_order_relaxed);
   head_timeouts_.fetch_add(1, std::memory_order_relaxed);

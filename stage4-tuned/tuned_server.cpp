@@ -280,7 +280,8 @@ void TunedServer::park(Client client) {
   // A worker that served one request of a pipelined batch hands the rest back: the poller
   // admits each request to its origin's limit (origin_admission.cpp).
   std::string head = client.connection.take_buffered();
-  auto parked = std::make_unique<Parked>(Parked{std::move(client), now, now, std::move(head), {}});
+  auto parked =
+      std::make_unique<Parked>(Parked{std::move(client), now, HeadReader(std::move(head), now)});
   parked->state = client_wait(*parked);
   parked_[index] = std::move(parked);
   parked_count_.fetch_add(1, std::memory_order_relaxed);
@@ -295,7 +296,7 @@ void TunedServer::readable(int fd) {
   switch (parked.state) {
     case ParkedState::idle:
     case ParkedState::reading_head:
-      next = read_head(parked);
+      next = parked.head.read(parked.client.connection.socket(), options_);
       break;
     case ParkedState::sending_response:
       next = send_unsent(parked);
@@ -364,9 +365,8 @@ void TunedServer::go_on(Parked& parked, int fd, HeadState next) {
 
 void TunedServer::dispatch(Parked& parked) {
   Client client = std::move(parked.client);
-  // The head goes with its verdict (parked.front): the worker does not parse it again.
-  client.connection.add_buffered(parked.head, std::move(parked.front));
-  parked.front.reset();
+  // The head goes with its verdict: the worker does not parse it again.
+  parked.head.hand_to(client.connection);
   submit(std::move(client));
 }
 

@@ -157,22 +157,18 @@ class TunedServer {
     receiving_body,    // that answer's head here, its body not whole: a worker takes it a tick on
   };
   // A client connection the poller holds, registered in its epoll set and holding no worker:
-  // between requests, reading a request head (`head` holds what has arrived of it), sending the
-  // rest of a response, or with a request the poller serves itself that waits for its origin's
-  // limit or its origin's answer (`state` says which).
+  // between requests, reading a request head (`head` holds what has arrived of it, and
+  // classify's verdict once it is whole), sending the rest of a response, or with a request the
+  // poller serves itself that waits for its origin's limit or its origin's answer (`state` says
+  // which).
   struct Parked {
     Client client;
     // Parked at, or its last response (the idle timeout runs from it), or the client's last
     // progress reading one (sending_response: the write timeout runs from it).
     std::chrono::steady_clock::time_point since;
-    std::chrono::steady_clock::time_point first_byte;  // of `head`; the client timeout runs from it
-    std::string head;
+    HeadReader head;  // admission.h; the client timeout runs from its first byte
     // awaiting_permit: since when its request waits for its origin's limit (origin_queues_).
     std::chrono::steady_clock::time_point waiting_since{};
-    // classify's verdict on the request at the front of `head` (admission.h), made once when
-    // that head is whole (classify_head) and carried — to the hit, the origin's limit, the miss,
-    // or a worker — until the request leaves the poller; empty until then.
-    std::optional<ClassifiedRequest> front{};
     ParkedState state = ParkedState::idle;  // what it waits for: all the poller branches on
     // receiving_body: when its miss's answer head was all here. A body still arriving a tick
     // later goes to a worker, which relays it as it comes (sweep_timeouts).
@@ -192,7 +188,7 @@ class TunedServer {
     Client client;
     std::chrono::steady_clock::time_point queued_at;
   };
-  enum class HeadState { more, ready, closed };
+  using HeadState = HeadReader::Status;
   // The poller does its housekeeping (timeouts, sizing, the shedder) at least this often, in ms.
   static constexpr int kTickMs = 50;
 
@@ -221,10 +217,6 @@ class TunedServer {
   // What a connection with no request in the poller's hands waits for in epoll: the client to
   // read the rest of a response, the rest of a head, or a next request.
   static ParkedState client_wait(const Parked& parked) noexcept;
-  HeadState read_head(Parked& parked);    // on the poller: reads what has arrived, never waits
-  // On the poller: classifies a whole head at the front of parked.head once (parked.front);
-  // `wait` is returned while it is not whole.
-  HeadState classify_head(Parked& parked, HeadState wait);
   HeadState answer_hit(Parked& parked);   // on the poller: a hit, answered without a worker
   HeadState send_unsent(Parked& parked);  // on the poller: the rest of a response, when writable
   void dispatch(Parked& parked);          // on the poller: a whole head is here, to a worker
