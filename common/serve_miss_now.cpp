@@ -239,7 +239,7 @@ bool finish_miss(ClientConnection& connection, PendingMiss miss, Cache& cache,
 
 void drop_miss(ClientConnection& connection, PendingMiss miss, const ProxyOptions& options,
                ProxyStats& stats) {
-  const Context ctx = miss_context(connection.socket_, connection.peer_, *miss, options, stats);
+  const Context ctx = miss_context(connection.socket(), connection.peer(), *miss, options, stats);
   log_failure(ctx, "client hung up before the origin answered; origin request dropped, nothing "
                    "stored");
 }

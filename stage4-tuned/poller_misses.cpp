@@ -25,7 +25,7 @@ bool TunedServer::start_miss(Parked& parked, int fd) {
                      server_.stats());
   if (!miss) return false;
   const int origin = origin_fd(*miss);
-  client.miss = std::move(miss);
+  client.miss.in_flight = std::move(miss);
   // The origin's answer, level-triggered: each wake-up reads until EAGAIN. The client only by
   // hanging up (no EPOLLIN: a pipelined request waits its turn in the socket).
   epoll_event event{};
@@ -46,7 +46,7 @@ bool TunedServer::start_miss(Parked& parked, int fd) {
   const auto index = static_cast<std::size_t>(origin);
   if (index >= origin_owner_.size()) origin_owner_.resize(index + 1, -1);
   origin_owner_[index] = fd;
-  client.miss_sent = client.origin_progress = Clock::now();
+  client.miss.sent = client.miss.last_byte = Clock::now();
   parked.state = ParkedState::awaiting_origin;
   misses_waiting_.fetch_add(1, std::memory_order_relaxed);
   return true;
@@ -55,13 +55,12 @@ bool TunedServer::start_miss(Parked& parked, int fd) {
 void TunedServer::origin_readable(int origin) {
   const int fd = origin_owner_[static_cast<std::size_t>(origin)];
   Parked& parked = *parked_[static_cast<std::size_t>(fd)];
-  bool progressed = false;
-  const MissRead read = read_miss_now(*parked.client.miss, progressed);
+  PollerMiss& miss = parked.client.miss;
+  const MissRead read = miss.read();
   const auto now = Clock::now();
-  if (progressed) parked.client.origin_progress = now;
   if (read == MissRead::arriving && parked.state == ParkedState::awaiting_origin) {
     parked.state = ParkedState::receiving_body;  // sweep_timeouts hands a slow body on
-    parked.answer_began = now;
+    miss.head_whole = now;
   }
   if (read == MissRead::waiting || read == MissRead::arriving) return;
   // Out of epoll before the connection can go back to the origin pool, and another thread.
@@ -72,11 +71,10 @@ void TunedServer::origin_readable(int origin) {
     return;
   }
   // The origin's own latency, before the miss is consumed: what the limit judges the origin by.
-  const std::optional<std::chrono::nanoseconds> origin_took = origin_latency(*parked.client.miss);
-  const HitOutcome outcome =
-      complete_miss_now(parked.client.connection, std::move(parked.client.miss), server_.cache(),
-                        options_, server_.stats());
-  latency_.observe(Clock::now() - parked.client.miss_sent);
+  const std::optional<std::chrono::nanoseconds> origin_took = origin_latency(*miss.in_flight);
+  const HitOutcome outcome = complete_miss_now(parked.client.connection, std::move(miss.in_flight),
+                                               server_.cache(), options_, server_.stats());
+  latency_.observe(Clock::now() - miss.sent);
   // The origin has answered: its next request may go.
   parked.client.permit.finish(!origin_failed(parked.client.connection.last_status()), origin_took);
   if (outcome == HitOutcome::failed) {  // the client went away: nothing was relayed
@@ -93,7 +91,7 @@ void TunedServer::origin_readable(int origin) {
 }
 
 void TunedServer::stop_watching_origin(Parked& parked) {
-  const int origin = origin_fd(*parked.client.miss);
+  const int origin = origin_fd(*parked.client.miss.in_flight);
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, origin, nullptr);
   origin_owner_[static_cast<std::size_t>(origin)] = -1;
   misses_waiting_.fetch_sub(1, std::memory_order_relaxed);
@@ -103,20 +101,19 @@ void TunedServer::abandon_miss(Parked& parked, int fd) {
   Client& client = parked.client;
   if (!client.permit) {  // no limit to honour: the origin request is dropped at once
     stop_watching_origin(parked);
-    drop_miss(client.connection, std::move(client.miss), options_, server_.stats());
+    drop_miss(client.connection, std::move(client.miss.in_flight), options_, server_.stats());
     free_slot(fd);
     return;
   }
   // The origin still counts it in service. Its connection stays in epoll (same registration);
   // only its owner changes, from the client to orphans_.
-  const int origin = origin_fd(*client.miss);
+  const int origin = origin_fd(*client.miss.in_flight);
   origin_owner_[static_cast<std::size_t>(origin)] = -1;
   misses_waiting_.fetch_sub(1, std::memory_order_relaxed);
   log_line("client " + client.connection.peer() + " hung up before the origin answered; its " +
            "answer will be read and dropped, nothing stored, and its origin's permit held until " +
            "then");
-  orphans_.emplace(origin, Orphan{std::move(client.miss), Socket(), std::move(client.permit),
-                                  client.origin_progress});
+  orphans_.emplace(origin, Orphan{std::move(client.miss), Socket(), std::move(client.permit)});
   free_slot(fd);
 }
 
@@ -126,9 +123,7 @@ void TunedServer::orphan_readable(int origin) {
     orphans_.erase(it);
     return;
   }
-  bool progressed = false;
-  const MissRead read = read_miss_now(*it->second.miss, progressed);
-  if (progressed) it->second.progress = Clock::now();
+  const MissRead read = it->second.miss.read();
   if (read == MissRead::waiting || read == MissRead::arriving) return;
   // Answered (whole, or far enough that the origin is done with it): the permit goes back
   // without a sample, as for any dropped request, and the connection closes, leaving epoll.
@@ -137,7 +132,9 @@ void TunedServer::orphan_readable(int origin) {
 
 void TunedServer::keep_permit_until_answered(Socket origin, OriginPermit permit) {
   if (!origin.valid()) return;  // the permit goes back now, with no sample
-  handed_orphans_.post(Orphan{PendingMiss(), std::move(origin), std::move(permit), Clock::now()});
+  PollerMiss none;  // the worker's request is not a poller miss: only its origin timeout runs
+  none.sent = none.last_byte = Clock::now();
+  handed_orphans_.post(Orphan{std::move(none), std::move(origin), std::move(permit)});
   wake_poller();
 }
 
@@ -155,13 +152,8 @@ void TunedServer::adopt_orphans() {
 
 void TunedServer::time_out_orphans(Clock::time_point now) {
   std::erase_if(orphans_, [&](const auto& entry) {
-    return now - entry.second.progress >= options_.origin_timeout;
+    return now - entry.second.miss.last_byte >= options_.origin_timeout;
   });
-}
-
-Millis TunedServer::origin_wait_left(const Client& client, Clock::time_point now) const {
-  return options_.origin_timeout -
-         std::chrono::duration_cast<Millis>(now - client.origin_progress);
 }
 
 void TunedServer::free_slot(int fd) {

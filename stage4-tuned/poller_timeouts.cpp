@@ -103,7 +103,7 @@ bool TunedServer::time_out_send(Parked& parked, Clock::time_point now) {
 // No byte from its origin for the origin timeout: a worker answers 504 (or cuts a stalled
 // body), as its own read would have.
 bool TunedServer::time_out_origin(Parked& parked, Clock::time_point now) {
-  if (now - parked.client.origin_progress < options_.origin_timeout) return false;
+  if (now - parked.client.miss.last_byte < options_.origin_timeout) return false;
   stop_watching_origin(parked);
   dispatch(parked);
   return true;
@@ -114,7 +114,7 @@ bool TunedServer::time_out_origin(Parked& parked, Clock::time_point now) {
 // comes, where the poller would hold all of it back until its end. A head still arriving stays
 // here (awaiting_origin), where the origin timeout runs from its last byte.
 bool TunedServer::time_out_body(Parked& parked, Clock::time_point now) {
-  if (now - parked.answer_began < Millis{kTickMs}) return time_out_origin(parked, now);
+  if (now - parked.client.miss.head_whole < Millis{kTickMs}) return time_out_origin(parked, now);
   stop_watching_origin(parked);
   dispatch(parked);
   return true;

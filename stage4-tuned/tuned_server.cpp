@@ -213,8 +213,8 @@ void TunedServer::run() {
   }
   for (Client& client : in_flight) {
     // Blocking here, one after another: Shutdown cuts every wait at the end of its grace period.
-    finish_miss(client.connection, std::move(client.miss), server_.cache(), options_,
-                server_.stats(), origin_wait_left(client, Clock::now()));
+    finish_miss(client.connection, std::move(client.miss.in_flight), server_.cache(), options_,
+                server_.stats(), client.miss.wait_left(Clock::now(), options_.origin_timeout));
     t_abandoned_origin.reset();  // a client that hung up meanwhile: nobody waits on its origin now
   }
   pool_.shutdown();
@@ -381,20 +381,20 @@ void TunedServer::serve(Job job) {
     const std::uint64_t before = connection.requests();
     const auto began = Clock::now();
     // A miss the poller sent goes on here from where it is (its request counted there).
-    const bool resumed = client.miss != nullptr;
+    const bool resumed = static_cast<bool>(client.miss);
     // The origin's latency runs from here, not from the worker queue (origin_gates.h); a
     // resumed miss's ran from when the poller sent it.
     if (client.permit && !resumed) client.permit.restart();
     const bool open =
-        resumed ? finish_miss(connection, std::move(client.miss), cache, options_, stats,
-                              origin_wait_left(client, began))
+        resumed ? finish_miss(connection, std::move(client.miss.in_flight), cache, options_, stats,
+                              client.miss.wait_left(began, options_.origin_timeout))
                 : serve_request(connection, cache, options_, stats);
     if (resumed || connection.requests() != before) {
       const auto now = Clock::now();
       const auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(now - began);
       // A miss the poller sent waited there for its origin first (up to the origin timeout, for
       // a 504): its request's duration runs from then, as a miss the poller finishes does.
-      latency_.observe(resumed ? now - client.miss_sent : now - began);
+      latency_.observe(resumed ? now - client.miss.sent : now - began);
       worker_requests_.fetch_add(1, std::memory_order_relaxed);
       worker_nanoseconds_.fetch_add(static_cast<std::uint64_t>(took.count()),
                                     std::memory_order_relaxed);
