@@ -210,12 +210,13 @@ class TunedServer {
   void accept_ready();                // on the poller
   void park(Client client);           // on the poller: wait in epoll for the next request
   void readable(int fd);              // on the poller: bytes (or an end) on a parked connection
-  // Misses without a worker (poller_misses.cpp), on the poller.
+  // Misses without a worker (step 12), on the poller.
   bool start_miss(Parked& parked, int fd);    // true: sent, and it waits on its origin
   void origin_readable(int origin_fd);        // its origin's answer, or part of it
   void stop_watching_origin(Parked& parked);  // before the miss leaves the poller
-  // The client of a poller miss hung up: the request is dropped, but while the origin is still
-  // serving it, it still counts against the origin's limit.
+  // Permits held until the origin answers (origin_admission.cpp). The client of a poller miss
+  // hung up: the request is dropped, but while the origin is still serving it, it still counts
+  // against the origin's limit.
   void abandon_miss(Parked& parked, int fd);
   void orphan_readable(int origin_fd);    // an abandoned request's origin answered (some of it)
   // On a worker: its request's origin connection, dropped because the client hung up, goes to
