@@ -6,8 +6,6 @@
 // sent goes to a worker once its origin is silent past --origin-timeout-ms (504), or once its
 // body is still arriving a tick after its head. A request waiting for its origin's limit has
 // no deadline here: its origin's queue sheds it (origin_admission.cpp).
-#include <sys/socket.h>
-
 #include <string>
 #include <string_view>
 
@@ -76,12 +74,11 @@ bool TunedServer::time_out_idle(Parked& parked, Clock::time_point now) {
 // client sent has been read, so the close is an orderly FIN, not a reset that could destroy the
 // 408. Logged at most once a second: two thousand slow clients must not flood stderr.
 bool TunedServer::time_out_head(Parked& parked, Clock::time_point now) {
-  if (now - parked.first_byte < options_.client_timeout) return false;
+  if (now - parked.head.first_byte() < options_.client_timeout) return false;
   const Socket& socket = parked.client.connection.socket();
   server_.stats().errors.fetch_add(1, std::memory_order_relaxed);
   head_timeouts_.fetch_add(1, std::memory_order_relaxed);
-  [[maybe_unused]] ssize_t sent =
-      ::send(socket.fd(), k408.data(), k408.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  socket.write_now(k408);
   socket.shutdown_write();
   if (now >= next_408_log_) {
     std::string line = "client " + parked.client.connection.peer() +
@@ -106,7 +103,7 @@ bool TunedServer::time_out_send(Parked& parked, Clock::time_point now) {
 // No byte from its origin for the origin timeout: a worker answers 504 (or cuts a stalled
 // body), as its own read would have.
 bool TunedServer::time_out_origin(Parked& parked, Clock::time_point now) {
-  if (now - parked.client.origin_progress < options_.origin_timeout) return false;
+  if (now - parked.client.miss.last_byte < options_.origin_timeout) return false;
   stop_watching_origin(parked);
   dispatch(parked);
   return true;
@@ -117,7 +114,7 @@ bool TunedServer::time_out_origin(Parked& parked, Clock::time_point now) {
 // comes, where the poller would hold all of it back until its end. A head still arriving stays
 // here (awaiting_origin), where the origin timeout runs from its last byte.
 bool TunedServer::time_out_body(Parked& parked, Clock::time_point now) {
-  if (now - parked.answer_began < Millis{kTickMs}) return time_out_origin(parked, now);
+  if (now - parked.client.miss.head_whole < Millis{kTickMs}) return time_out_origin(parked, now);
   stop_watching_origin(parked);
   dispatch(parked);
   return true;

@@ -1,14 +1,13 @@
-// Stage 4's poller and workers (tuned_server.h explains the design). How the poller reads a
-// request head and answers a hit itself is in request_heads.cpp; its deadlines (the idle
-// timeout, the 408 to a slow head) in poller_timeouts.cpp; what it measures (the pool's sizing,
-// /metrics) in measurements.cpp; what the machine allows (workers, descriptors) in
-// machine_limits.cpp; how it queues a request for a worker, or sheds it, in load_shedding.cpp.
+// Stage 4's poller and workers (tuned_server.h explains the design), in the order a request
+// meets them: the poller reads its head (HeadReader, admission.h), answers a hit itself, asks
+// its origin's limit for a permit (origin_admission.cpp), sends a plain miss itself and relays
+// the answer, or hands the request to a worker (load_shedding.cpp), which serves it. The
+// poller's deadlines are in poller_timeouts.cpp; what it measures (the pool's sizing, /metrics)
+// in measurements.cpp; what the machine allows (workers, descriptors) in machine_limits.cpp.
 #include "tuned_server.h"
 
-#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -99,12 +98,6 @@ TunedConfig fit_to_descriptors(TunedConfig config) {
 }
 
 }  // namespace
-
-// poll(2) with no wait reports the same conditions EPOLLRDHUP, EPOLLHUP and EPOLLERR do.
-bool TunedServer::peer_hung_up(int fd) noexcept {
-  pollfd watched{fd, POLLRDHUP, 0};
-  return ::poll(&watched, 1, 0) > 0 && (watched.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
-}
 
 TunedServer::TunedServer(Server& server, const TunedConfig& config)
     : server_(server),
@@ -221,8 +214,8 @@ void TunedServer::run() {
   }
   for (Client& client : in_flight) {
     // Blocking here, one after another: Shutdown cuts every wait at the end of its grace period.
-    finish_miss(client.connection, std::move(client.miss), server_.cache(), options_,
-                server_.stats(), origin_wait_left(client, Clock::now()));
+    finish_miss(client.connection, std::move(client.miss.in_flight), server_.cache(), options_,
+                server_.stats(), client.miss.wait_left(Clock::now(), options_.origin_timeout));
     t_abandoned_origin.reset();  // a client that hung up meanwhile: nobody waits on its origin now
   }
   pool_.shutdown();
@@ -288,7 +281,8 @@ void TunedServer::park(Client client) {
   // A worker that served one request of a pipelined batch hands the rest back: the poller
   // admits each request to its origin's limit (origin_admission.cpp).
   std::string head = client.connection.take_buffered();
-  auto parked = std::make_unique<Parked>(Parked{std::move(client), now, now, std::move(head), {}});
+  auto parked =
+      std::make_unique<Parked>(Parked{std::move(client), now, HeadReader(std::move(head), now)});
   parked->state = client_wait(*parked);
   parked_[index] = std::move(parked);
   parked_count_.fetch_add(1, std::memory_order_relaxed);
@@ -303,7 +297,7 @@ void TunedServer::readable(int fd) {
   switch (parked.state) {
     case ParkedState::idle:
     case ParkedState::reading_head:
-      next = read_head(parked);
+      next = parked.head.read(parked.client.connection.socket(), options_);
       break;
     case ParkedState::sending_response:
       next = send_unsent(parked);
@@ -320,7 +314,7 @@ void TunedServer::readable(int fd) {
       // same batch — a client, or a dropped miss's origin connection — since accept(2) hands out
       // the lowest free number at once. Only a hang-up this socket shows now counts; its own
       // registration has not fired, so it is still armed.
-      if (peer_hung_up(fd)) abandon_miss(parked, fd);
+      if (parked.client.connection.socket().peer_hung_up()) abandon_miss(parked, fd);
       return;
   }
   if (next == HeadState::ready) next = answer_hit(parked);
@@ -340,9 +334,49 @@ TunedServer::ParkedState TunedServer::client_wait(const Parked& parked) noexcept
   return parked.head.empty() ? ParkedState::idle : ParkedState::reading_head;
 }
 
+// A hit answered here, on the poller (serve_hit_now): a cache's most common request costs no
+// hand-off to a worker and back, which is most of what a hit costs (stage4-tuned/README.md).
+// `ready` when a worker must take the request, `more` when the connection stays parked.
+TunedServer::HeadState TunedServer::answer_hit(Parked& parked) {
+  const auto began = Clock::now();
+  const HitOutcome outcome =
+      serve_hit_now(parked.client.connection, parked.head.bytes(), parked.head.front(),
+                    server_.cache(), options_, server_.stats());
+  if (outcome == HitOutcome::not_served) return HeadState::ready;
+  latency_.observe(Clock::now() - began);
+  if (outcome == HitOutcome::failed) {
+    parked.head.clear();
+    return HeadState::closed;
+  }
+  parked.since = began;  // the idle timeout runs from the last response
+  // A pipelined request already read goes to a worker, judged here first (for its origin's
+  // limit); a partly sent hit waits in epoll.
+  if (outcome == HitOutcome::served && !parked.head.empty()) {
+    return parked.head.classify_front(options_, HeadState::ready);
+  }
+  return HeadState::more;
+}
+
+// The rest of a hit the client's socket did not take at once (answer_hit); then, as readable()
+// would, the next request: one already read (pipelined), or whatever has arrived.
+TunedServer::HeadState TunedServer::send_unsent(Parked& parked) {
+  const std::size_t before = parked.client.connection.unsent_bytes();
+  switch (parked.client.connection.send_unsent()) {
+    case IoStatus::ok:
+      parked.since = Clock::now();
+      return parked.head.empty() ? parked.head.read(parked.client.connection.socket(), options_)
+                                 : parked.head.classify_front(options_, HeadState::ready);
+    case IoStatus::timeout:
+      // The client is reading: the write timeout runs from its last progress.
+      if (parked.client.connection.unsent_bytes() != before) parked.since = Clock::now();
+      return HeadState::more;
+    default:
+      return HeadState::closed;
+  }
+}
+
 void TunedServer::go_on(Parked& parked, int fd, HeadState next) {
-  const auto index = static_cast<std::size_t>(fd);
-  // A plain miss whose origin has a kept connection: sent from here (poller_misses.cpp).
+  // A plain miss whose origin has a kept connection: sent from here (start_miss, below).
   if (next == HeadState::ready && config_.poller_misses && start_miss(parked, fd)) return;
   switch (next) {
     case HeadState::ready:
@@ -368,17 +402,107 @@ void TunedServer::go_on(Parked& parked, int fd, HeadState next) {
       break;
     }
   }
-  // Dispatched or closed: the slot is free (destroying a Client closes it and leaves epoll).
-  parked_[index].reset();
-  parked_count_.fetch_sub(1, std::memory_order_relaxed);
+  free_slot(fd);  // dispatched or closed
 }
 
 void TunedServer::dispatch(Parked& parked) {
   Client client = std::move(parked.client);
-  // The head goes with its verdict (parked.front): the worker does not parse it again.
-  client.connection.add_buffered(parked.head, std::move(parked.front));
-  parked.front.reset();
+  // The head goes with its verdict: the worker does not parse it again.
+  parked.head.hand_to(client.connection);
   submit(std::move(client));
+}
+
+// A miss served without a worker (step 12): the poller sends a plain GET miss on a kept origin
+// connection, waits for the answer in epoll beside every other connection, and relays it once
+// it has arrived whole. A miss on a worker costs that worker the origin's whole delay and a
+// wake-up when the answer comes, and the poller another when the connection comes back: most of
+// what a miss costs the proxy (docs/stage4-runs.md, "Which wake-ups cost"). Anything the poller
+// cannot finish without blocking goes to a worker, which goes on from where it is (serve).
+
+// False when no miss was started (a worker serves the request), or when epoll could not watch
+// it (a worker goes on with it: dispatch() takes client.miss along).
+bool TunedServer::start_miss(Parked& parked, int fd) {
+  Client& client = parked.client;
+  PendingMiss miss =
+      start_miss_now(client.connection, parked.head.bytes(), parked.head.front(), options_,
+                     server_.stats());
+  if (!miss) return false;
+  const int origin = origin_fd(*miss);
+  client.miss.in_flight = std::move(miss);
+  // The origin's answer, level-triggered: each wake-up reads until EAGAIN. The client only by
+  // hanging up (no EPOLLIN: a pipelined request waits its turn in the socket).
+  epoll_event event{};
+  event.events = EPOLLIN | EPOLLRDHUP;
+  event.data.fd = origin;
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, origin, &event) != 0) {
+    log_line("epoll_ctl for an origin connection failed; a worker waits for its answer");
+    return false;
+  }
+  event.events = EPOLLRDHUP | EPOLLONESHOT;
+  event.data.fd = fd;
+  if (::epoll_ctl(epoll_fd_, client.in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &event) != 0) {
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, origin, nullptr);
+    log_line("epoll_ctl for a client failed; a worker waits for its origin's answer");
+    return false;
+  }
+  client.in_epoll = true;
+  const auto index = static_cast<std::size_t>(origin);
+  if (index >= origin_owner_.size()) origin_owner_.resize(index + 1, -1);
+  origin_owner_[index] = fd;
+  client.miss.sent = client.miss.last_byte = Clock::now();
+  parked.state = ParkedState::awaiting_origin;
+  misses_waiting_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void TunedServer::origin_readable(int origin) {
+  const int fd = origin_owner_[static_cast<std::size_t>(origin)];
+  Parked& parked = *parked_[static_cast<std::size_t>(fd)];
+  PollerMiss& miss = parked.client.miss;
+  const MissRead read = miss.read();
+  const auto now = Clock::now();
+  if (read == MissRead::arriving && parked.state == ParkedState::awaiting_origin) {
+    parked.state = ParkedState::receiving_body;  // sweep_timeouts hands a slow body on
+    miss.head_whole = now;
+  }
+  if (read == MissRead::waiting || read == MissRead::arriving) return;
+  // Out of epoll before the connection can go back to the origin pool, and another thread.
+  stop_watching_origin(parked);
+  if (read == MissRead::needs_worker) {
+    dispatch(parked);
+    free_slot(fd);
+    return;
+  }
+  // The origin's own latency, before the miss is consumed: what the limit judges the origin by.
+  const std::optional<std::chrono::nanoseconds> origin_took = origin_latency(*miss.in_flight);
+  const HitOutcome outcome = complete_miss_now(parked.client.connection, std::move(miss.in_flight),
+                                               server_.cache(), options_, server_.stats());
+  latency_.observe(Clock::now() - miss.sent);
+  // The origin has answered: its next request may go.
+  parked.client.permit.finish(!origin_failed(parked.client.connection.last_status()), origin_took);
+  if (outcome == HitOutcome::failed) {  // the client went away: nothing was relayed
+    free_slot(fd);
+    return;
+  }
+  poller_misses_.fetch_add(1, std::memory_order_relaxed);
+  parked.since = now;  // the idle timeout runs from the last response
+  if (!parked.head.empty()) parked.head.restart_clock(now);  // a pipelined head: its own timeout
+  parked.state = client_wait(parked);
+  // Then as for any parked connection: the rest of this response, or the next request — one
+  // already read (pipelined), one arrived meanwhile, or a wait in epoll for it.
+  readable(fd);
+}
+
+void TunedServer::stop_watching_origin(Parked& parked) {
+  const int origin = origin_fd(*parked.client.miss.in_flight);
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, origin, nullptr);
+  origin_owner_[static_cast<std::size_t>(origin)] = -1;
+  misses_waiting_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void TunedServer::free_slot(int fd) {
+  parked_[static_cast<std::size_t>(fd)].reset();  // destroying a Client closes it, leaving epoll
+  parked_count_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 // On a worker: serve the requests this connection has ready, then hand it back to the poller.
@@ -392,26 +516,26 @@ void TunedServer::serve(Job job) {
     const std::uint64_t before = connection.requests();
     const auto began = Clock::now();
     // A miss the poller sent goes on here from where it is (its request counted there).
-    const bool resumed = client.miss != nullptr;
+    const bool resumed = static_cast<bool>(client.miss);
     // The origin's latency runs from here, not from the worker queue (origin_gates.h); a
     // resumed miss's ran from when the poller sent it.
     if (client.permit && !resumed) client.permit.restart();
     const bool open =
-        resumed ? finish_miss(connection, std::move(client.miss), cache, options_, stats,
-                              origin_wait_left(client, began))
+        resumed ? finish_miss(connection, std::move(client.miss.in_flight), cache, options_, stats,
+                              client.miss.wait_left(began, options_.origin_timeout))
                 : serve_request(connection, cache, options_, stats);
     if (resumed || connection.requests() != before) {
       const auto now = Clock::now();
       const auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(now - began);
       // A miss the poller sent waited there for its origin first (up to the origin timeout, for
       // a 504): its request's duration runs from then, as a miss the poller finishes does.
-      latency_.observe(resumed ? now - client.miss_sent : now - began);
+      latency_.observe(resumed ? now - client.miss.sent : now - began);
       worker_requests_.fetch_add(1, std::memory_order_relaxed);
       worker_nanoseconds_.fetch_add(static_cast<std::uint64_t>(took.count()),
                                     std::memory_order_relaxed);
     }
     // Its client hung up while the origin still served it: the permit stays taken until the
-    // origin is done with it, which the poller watches for (poller_misses.cpp).
+    // origin is done with it, which the poller watches for (origin_admission.cpp).
     if (t_abandoned_origin) {
       if (client.permit) {
         keep_permit_until_answered(std::move(*t_abandoned_origin), std::move(client.permit));

@@ -98,6 +98,32 @@ class TunedServer {
   [[nodiscard]] std::string stats_text() const;
 
  private:
+  // A miss the poller sent and waits on without a thread (start_miss_now, proxy.h): its origin
+  // connection and request, and how far the origin's answer has come — what the origin timeout
+  // and the hand-off of a slow body run from. A worker that gets its connection goes on with it
+  // (finish_miss).
+  struct PollerMiss {
+    PendingMiss in_flight;  // null: no miss
+    std::chrono::steady_clock::time_point sent{};  // its request went out; its duration runs from it
+    // The origin's last byte, or `sent`: the origin timeout runs from it.
+    std::chrono::steady_clock::time_point last_byte{};
+    // receiving_body: when the answer's head was all here (a body still arriving a tick later
+    // goes to a worker, which relays it as it comes).
+    std::chrono::steady_clock::time_point head_whole{};
+
+    explicit operator bool() const noexcept { return in_flight != nullptr; }
+    // Reads what the origin has sent, never waiting (read_miss_now), and notes when a byte came.
+    MissRead read() {
+      bool progressed = false;
+      const MissRead found = read_miss_now(*in_flight, progressed);
+      if (progressed) last_byte = std::chrono::steady_clock::now();
+      return found;
+    }
+    // What is left of `timeout` (--origin-timeout-ms) at `now` since the origin's last byte.
+    [[nodiscard]] Millis wait_left(std::chrono::steady_clock::time_point now, Millis timeout) const {
+      return timeout - std::chrono::duration_cast<Millis>(now - last_byte);
+    }
+  };
   // A connection and its place in the open-connection count: destroying it, anywhere, closes
   // the socket and gives the place back.
   struct Client {
@@ -106,8 +132,6 @@ class TunedServer {
         : connection(std::move(other.connection)),
           in_epoll(other.in_epoll),
           miss(std::move(other.miss)),
-          miss_sent(other.miss_sent),
-          origin_progress(other.origin_progress),
           permit(std::move(other.permit)),
           open_(std::exchange(other.open_, nullptr)) {}
     Client& operator=(Client&& other) noexcept {
@@ -116,8 +140,6 @@ class TunedServer {
         connection = std::move(other.connection);
         in_epoll = other.in_epoll;
         miss = std::move(other.miss);
-        miss_sent = other.miss_sent;
-        origin_progress = other.origin_progress;
         permit = std::move(other.permit);
         open_ = std::exchange(other.open_, nullptr);
       }
@@ -126,13 +148,7 @@ class TunedServer {
     ~Client() { release_place(); }
     ClientConnection connection;
     bool in_epoll = false;  ///< registered with the poller's epoll set (armed or not)
-    /// A miss the poller sent and waits on (start_miss_now); a worker that gets the connection
-    /// with one goes on with it (finish_miss).
-    PendingMiss miss;
-    /// While `miss` waits on its origin: when it went out, and when a byte last came back (the
-    /// origin timeout runs from it).
-    std::chrono::steady_clock::time_point miss_sent{};
-    std::chrono::steady_clock::time_point origin_progress{};
+    PollerMiss miss;  // a miss the poller sent; a worker that gets the connection goes on with it
     /// The request's place in its origin's limit (origin_gates.h), from admission until its
     /// answer is relayed; empty for hits, CONNECT and the proxy's own /metrics.
     OriginPermit permit;
@@ -157,26 +173,19 @@ class TunedServer {
     receiving_body,    // that answer's head here, its body not whole: a worker takes it a tick on
   };
   // A client connection the poller holds, registered in its epoll set and holding no worker:
-  // between requests, reading a request head (`head` holds what has arrived of it), sending the
-  // rest of a response, or with a request the poller serves itself that waits for its origin's
-  // limit or its origin's answer (`state` says which).
+  // between requests, reading a request head (`head` holds what has arrived of it, and
+  // classify's verdict once it is whole), sending the rest of a response, or with a request the
+  // poller serves itself that waits for its origin's limit or its origin's answer (`state` says
+  // which).
   struct Parked {
     Client client;
     // Parked at, or its last response (the idle timeout runs from it), or the client's last
     // progress reading one (sending_response: the write timeout runs from it).
     std::chrono::steady_clock::time_point since;
-    std::chrono::steady_clock::time_point first_byte;  // of `head`; the client timeout runs from it
-    std::string head;
+    HeadReader head;  // admission.h; the client timeout runs from its first byte
     // awaiting_permit: since when its request waits for its origin's limit (origin_queues_).
     std::chrono::steady_clock::time_point waiting_since{};
-    // classify's verdict on the request at the front of `head` (admission.h), made once when
-    // that head is whole (classify_head) and carried — to the hit, the origin's limit, the miss,
-    // or a worker — until the request leaves the poller; empty until then.
-    std::optional<ClassifiedRequest> front{};
     ParkedState state = ParkedState::idle;  // what it waits for: all the poller branches on
-    // receiving_body: when its miss's answer head was all here. A body still arriving a tick
-    // later goes to a worker, which relays it as it comes (sweep_timeouts).
-    std::chrono::steady_clock::time_point answer_began{};
   };
   // The requests waiting for one origin's limit, oldest first (descriptors into parked_), and
   // that queue's own CoDel: a collapsing origin's standing queue sheds its own newcomers, never
@@ -192,24 +201,22 @@ class TunedServer {
     Client client;
     std::chrono::steady_clock::time_point queued_at;
   };
-  enum class HeadState { more, ready, closed };
+  using HeadState = HeadReader::Status;
   // The poller does its housekeeping (timeouts, sizing, the shedder) at least this often, in ms.
   static constexpr int kTickMs = 50;
 
-  // Whether the peer of connected socket `fd` has hung up (or half-closed, or the socket
-  // failed) by now, without waiting.
-  static bool peer_hung_up(int fd) noexcept;
   void serve(Job job);                // on a worker
   void wake_poller() noexcept;        // from any thread: the poller takes its mailboxes
   void accept_ready();                // on the poller
   void park(Client client);           // on the poller: wait in epoll for the next request
   void readable(int fd);              // on the poller: bytes (or an end) on a parked connection
-  // Misses without a worker (poller_misses.cpp), on the poller.
+  // Misses without a worker (step 12), on the poller.
   bool start_miss(Parked& parked, int fd);    // true: sent, and it waits on its origin
   void origin_readable(int origin_fd);        // its origin's answer, or part of it
   void stop_watching_origin(Parked& parked);  // before the miss leaves the poller
-  // The client of a poller miss hung up: the request is dropped, but while the origin is still
-  // serving it, it still counts against the origin's limit.
+  // Permits held until the origin answers (origin_admission.cpp). The client of a poller miss
+  // hung up: the request is dropped, but while the origin is still serving it, it still counts
+  // against the origin's limit.
   void abandon_miss(Parked& parked, int fd);
   void orphan_readable(int origin_fd);    // an abandoned request's origin answered (some of it)
   // On a worker: its request's origin connection, dropped because the client hung up, goes to
@@ -218,16 +225,9 @@ class TunedServer {
   void adopt_orphans();                   // on the poller: what workers handed over
   void time_out_orphans(std::chrono::steady_clock::time_point now);
   void free_slot(int fd);                 // the connection is a worker's now, or closed
-  // What is left of --origin-timeout-ms at `now` since the last byte of client.miss's origin.
-  [[nodiscard]] Millis origin_wait_left(const Client& client,
-                                        std::chrono::steady_clock::time_point now) const;
   // What a connection with no request in the poller's hands waits for in epoll: the client to
   // read the rest of a response, the rest of a head, or a next request.
   static ParkedState client_wait(const Parked& parked) noexcept;
-  HeadState read_head(Parked& parked);    // on the poller: reads what has arrived, never waits
-  // On the poller: classifies a whole head at the front of parked.head once (parked.front);
-  // `wait` is returned while it is not whole.
-  HeadState classify_head(Parked& parked, HeadState wait);
   HeadState answer_hit(Parked& parked);   // on the poller: a hit, answered without a worker
   HeadState send_unsent(Parked& parked);  // on the poller: the rest of a response, when writable
   void dispatch(Parked& parked);          // on the poller: a whole head is here, to a worker
@@ -292,16 +292,16 @@ class TunedServer {
   std::vector<int> origin_owner_;  // indexed by an origin's fd: its miss's client fd, or -1
   // A request whose client hung up while its origin was still serving it, keyed by the origin
   // connection's fd: its answer is read and thrown away, and its permit is given back only when
-  // the origin is done (or timed out). Giving it back at the hang-up would let one more request
-  // in while the origin still serves this one — past the limit, as counted at the origin. A
-  // poller miss keeps its `miss` and is done when its answer is whole; a worker's request (its
-  // connection handed over by ProxyOptions::keep_abandoned) has only its `socket`, and is done
-  // at the origin's first byte or close: the origin has finished serving it by then.
+  // the origin is done (or timed out, from miss.last_byte). Giving it back at the hang-up would
+  // let one more request in while the origin still serves this one — past the limit, as counted
+  // at the origin. A poller miss keeps its `miss` and is done when its answer is whole; a
+  // worker's request (its connection handed over by ProxyOptions::keep_abandoned) has only its
+  // `socket`, and is done at the origin's first byte or close: the origin has finished serving
+  // it by then.
   struct Orphan {
-    PendingMiss miss;
+    PollerMiss miss;
     Socket socket;
     OriginPermit permit;
-    std::chrono::steady_clock::time_point progress;  // the origin's last byte, or when sent
   };
   std::unordered_map<int, Orphan> orphans_;
   bool listening_paused_ = false;

@@ -3,7 +3,6 @@
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
@@ -149,34 +148,30 @@ void TunnelRelay::pump(Tunnel& tunnel) {
     Tunnel::Side& sink = tunnel.sides[static_cast<std::size_t>(1 - from)];
     for (;;) {
       if (!sink.unsent.empty()) {
-        const ssize_t n = ::send(sink.socket.fd(), sink.unsent.data(), sink.unsent.size(),
-                                 MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;  // backpressure
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
+        const IoResult put = sink.socket.write_now(sink.unsent);
+        if (put.status == IoStatus::error) {
           end(tunnel, true);
           return;
         }
-        sink.unsent.erase(0, static_cast<std::size_t>(n));
-        tunnel.last_byte = Clock::now();
-        if (!sink.unsent.empty()) break;
+        sink.unsent.erase(0, put.bytes);
+        if (put.bytes > 0) tunnel.last_byte = Clock::now();
+        if (!sink.unsent.empty()) break;  // backpressure: the sink is full
         continue;
       }
       if (!source.reading) break;
-      const ssize_t n = ::recv(source.socket.fd(), chunk.data(), chunk.size(), MSG_DONTWAIT);
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
+      const IoResult got = source.socket.read_now(chunk);
+      if (got.status == IoStatus::timeout) break;  // nothing more has arrived
+      if (got.status == IoStatus::error) {
         end(tunnel, true);
         return;
       }
-      if (n == 0) {
+      if (got.status == IoStatus::eof) {
         source.reading = false;
         sink.socket.shutdown_write();  // pass the EOF on; the other way may still carry bytes
         break;
       }
       tunnel.last_byte = Clock::now();
-      sink.unsent.assign(chunk.data(), static_cast<std::size_t>(n));
+      sink.unsent.assign(chunk.data(), got.bytes);
     }
   }
   const bool done = !tunnel.sides[0].reading && !tunnel.sides[1].reading &&

@@ -277,6 +277,73 @@ IoResult Socket::write_all(std::string_view data, Millis timeout) const {
   return {IoStatus::ok, sent, 0};
 }
 
+IoResult Socket::read_now(std::span<char> buf) const {
+  for (;;) {
+    const ssize_t n = ::recv(fd_, buf.data(), buf.size(), MSG_DONTWAIT);
+    if (n > 0) return {IoStatus::ok, static_cast<std::size_t>(n), 0};
+    if (n == 0) return {IoStatus::eof, 0, 0};
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return {IoStatus::timeout, 0, 0};
+    return {IoStatus::error, 0, errno};
+  }
+}
+
+IoResult Socket::read_now(std::span<char> buf, std::int64_t& received_ns) const {
+  iovec io{buf.data(), buf.size()};
+  alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(timespec))> control{};
+  msghdr message{};
+  message.msg_iov = &io;
+  message.msg_iovlen = 1;
+  message.msg_control = control.data();
+  message.msg_controllen = control.size();
+  for (;;) {
+    const ssize_t n = ::recvmsg(fd_, &message, MSG_DONTWAIT);
+    if (n == 0) return {IoStatus::eof, 0, 0};
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return {IoStatus::timeout, 0, 0};
+      return {IoStatus::error, 0, errno};
+    }
+    for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+        timespec at{};
+        std::memcpy(&at, CMSG_DATA(c), sizeof at);
+        received_ns = static_cast<std::int64_t>(at.tv_sec) * 1'000'000'000 + at.tv_nsec;
+      }
+    }
+    return {IoStatus::ok, static_cast<std::size_t>(n), 0};
+  }
+}
+
+IoResult Socket::write_now(std::string_view data) const {
+  std::size_t sent = 0;
+  while (sent < data.size()) {
+    const ssize_t n =
+        ::send(fd_, data.data() + sent, data.size() - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<std::size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      return {IoStatus::timeout, sent, 0};
+    } else {
+      return {IoStatus::error, sent, n < 0 ? errno : 0};
+    }
+  }
+  return {IoStatus::ok, sent, 0};
+}
+
+// poll(2) with no wait reports the same conditions EPOLLRDHUP, EPOLLHUP and EPOLLERR do.
+bool Socket::peer_hung_up() const noexcept {
+  pollfd watched{fd_, POLLRDHUP, 0};
+  return ::poll(&watched, 1, 0) > 0 && (watched.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+bool Socket::readable_now() const noexcept {
+  pollfd watched{fd_, POLLIN, 0};
+  return ::poll(&watched, 1, 0) != 0;  // a failed poll cannot vouch that nothing is there
+}
+
 void Socket::shutdown_write() const noexcept {
   if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);
 }

@@ -59,6 +59,29 @@ class Socket {
   IoResult read_some(std::span<char> buf, Millis timeout, int hangup_fd) const;
   /// Writes every byte of `data`; each wait for the peer to drain is bounded by `timeout`.
   IoResult write_all(std::string_view data, Millis timeout) const;
+
+  // ---- Calls that never wait, for an event loop (stage 4's poller, the tunnel relay) ----
+  // Each is one system call (EINTR retried) and returns IoStatus::timeout, as a zero timeout
+  // would, when nothing could move without waiting: wait for epoll, then call again. None
+  // watches the cancel fd (set_io_cancel_fd): nothing here waits for shutdown to cut.
+
+  /// Reads at most buf.size() bytes that have already arrived: ok with bytes > 0, eof on an
+  /// orderly close, timeout when none are here yet, error (errno in `error`) on a reset.
+  IoResult read_now(std::span<char> buf) const;
+  /// read_now that also gives the kernel's receive time of the bytes read (SO_TIMESTAMPNS,
+  /// CLOCK_REALTIME, ns) in `received_ns`, which is left as it was when the socket does not
+  /// have that option on or the bytes carry no stamp.
+  IoResult read_now(std::span<char> buf, std::int64_t& received_ns) const;
+  /// Sends as much of `data` as the socket takes now: ok when all of it went, timeout when the
+  /// socket is full (`bytes`: what went; send the rest once it is writable), error when the peer
+  /// is gone (`bytes`: what went before). Never raises SIGPIPE.
+  IoResult write_now(std::string_view data) const;
+  /// True when the peer has hung up — a close, a half-close (POLLRDHUP) or a reset — or the
+  /// socket failed, by now; a poll that does not wait. Bytes still unread do not count.
+  [[nodiscard]] bool peer_hung_up() const noexcept;
+  /// True when a read would not wait now: bytes, an end of stream or an error are there (or
+  /// the poll itself failed, so that nothing can be vouched for).
+  [[nodiscard]] bool readable_now() const noexcept;
   /// Half-closes the sending side (shutdown SHUT_WR); the peer sees end of stream.
   void shutdown_write() const noexcept;
   /// Bytes that arrived and were not read yet (FIONREAD); 0 when unknown.

@@ -1,7 +1,5 @@
 #include "poller/origin_pool.h"
 
-#include <poll.h>
-
 #include <iterator>
 #include <stdexcept>
 
@@ -136,11 +134,9 @@ bool is_idempotent(std::string_view method) noexcept {
 
 bool idle_connection_usable(const Socket& connection) noexcept {
   if (connection.fd() < 0) return false;
-  pollfd p{connection.fd(), POLLIN, 0};
-  const int ready = ::poll(&p, 1, 0);
   // Not readable: the origin has said nothing, as it should between responses. Readable means
   // end of stream, an error, or unasked-for bytes — none of which a request can follow.
-  return ready == 0;
+  return !connection.readable_now();
 }
 
 }  // namespace proxy

@@ -1,10 +1,6 @@
 // Stage 4's fast path for a hit (proxy.h, serve_hit_now): the same answer serve_request would
 // give a request a fresh stored response serves — or the proxy's own /metrics — sent without
 // ever blocking, so the thread that read the request head can send it and no worker is needed.
-#include <sys/socket.h>
-
-#include <cerrno>
-
 #include "transaction/admission.h"
 #include "transaction/transaction.h"
 
@@ -67,24 +63,10 @@ HitOutcome serve_hit_now(ClientConnection& connection, std::string& head,
 }
 
 IoStatus ClientConnection::send_unsent() {
-  std::size_t sent = 0;
-  IoStatus status = IoStatus::ok;
-  while (sent < unsent_.size()) {
-    const ssize_t n = ::send(socket_.fd(), unsent_.data() + sent, unsent_.size() - sent,
-                             MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n > 0) {
-      sent += static_cast<std::size_t>(n);
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else {
-      status = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? IoStatus::timeout
-                                                                 : IoStatus::error;
-      break;
-    }
-  }
-  unsent_.erase(0, sent);
-  if (status == IoStatus::error) unsent_.clear();
-  return status;
+  const IoResult sent = socket_.write_now(unsent_);
+  unsent_.erase(0, sent.bytes);
+  if (sent.status == IoStatus::error) unsent_.clear();
+  return sent.status;
 }
 
 }  // namespace proxy

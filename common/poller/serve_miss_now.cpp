@@ -6,11 +6,8 @@
 #include <time.h>
 
 #include <array>
-#include <cerrno>
 #include <cstdint>
-#include <cstring>
 #include <optional>
-#include <span>
 
 #include "poller/origin_pool.h"
 #include "transaction/transaction.h"
@@ -40,28 +37,6 @@ std::int64_t realtime_ns() noexcept {
   timespec now{};
   ::clock_gettime(CLOCK_REALTIME, &now);
   return static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
-}
-
-// recv(MSG_DONTWAIT) that also takes the kernel's receive time of the bytes, when the socket
-// has SO_TIMESTAMPNS on and the bytes carry one.
-ssize_t recv_stamped(int fd, std::span<char> buffer, std::int64_t& stamp_ns) noexcept {
-  iovec io{buffer.data(), buffer.size()};
-  alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(timespec))> control{};
-  msghdr message{};
-  message.msg_iov = &io;
-  message.msg_iovlen = 1;
-  message.msg_control = control.data();
-  message.msg_controllen = control.size();
-  const ssize_t n = ::recvmsg(fd, &message, MSG_DONTWAIT);
-  if (n <= 0) return n;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c)) {
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
-      timespec at{};
-      std::memcpy(&at, CMSG_DATA(c), sizeof at);
-      stamp_ns = static_cast<std::int64_t>(at.tv_sec) * 1'000'000'000 + at.tv_nsec;
-    }
-  }
-  return n;
 }
 
 }  // namespace
@@ -127,8 +102,7 @@ PendingMiss start_miss_now(ClientConnection& connection, std::string& head,
   if (origin.may_retry) origin.resend = out;
   // The kernel stamps what arrives on it from now on: the origin's latency, measured without
   // the poller's own delays (a failure only leaves origin_latency without a stamp).
-  const int on = 1;
-  ::setsockopt(origin.socket.fd(), SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on);
+  set_int_option(origin.socket, SOL_SOCKET, SO_TIMESTAMPNS, 1);
   miss->sent_ns = realtime_ns();
   // Millis{0}: never waits. A socket that does not take the request at once (full, or closed
   // by the origin) leaves it to a worker, which takes (or makes) another connection; this one,
@@ -157,15 +131,13 @@ MissRead read_miss_now(MissInFlight& miss, bool& progressed) {
   std::array<char, 16 * 1024> chunk;
   while (!miss.ended && miss.buffer.size() <= kMaxResponseHead + kOneWriteBytes) {
     std::int64_t stamp = 0;
-    const ssize_t n = recv_stamped(miss.origin.socket.fd(), chunk, stamp);
-    if (n > 0) {
+    const IoResult got = miss.origin.socket.read_now(chunk, stamp);
+    if (got.status == IoStatus::ok) {
       if (miss.first_byte_ns == 0) miss.first_byte_ns = stamp;
-      miss.buffer.append(chunk.data(), static_cast<std::size_t>(n));
+      miss.buffer.append(chunk.data(), got.bytes);
       progressed = true;
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      break;
+    } else if (got.status == IoStatus::timeout) {
+      break;  // nothing more has arrived
     } else {
       miss.ended = true;  // a close or a reset: the worker's read sees it too, and judges it
     }
@@ -267,7 +239,7 @@ bool finish_miss(ClientConnection& connection, PendingMiss miss, Cache& cache,
 
 void drop_miss(ClientConnection& connection, PendingMiss miss, const ProxyOptions& options,
                ProxyStats& stats) {
-  const Context ctx = miss_context(connection.socket_, connection.peer_, *miss, options, stats);
+  const Context ctx = miss_context(connection.socket(), connection.peer(), *miss, options, stats);
   log_failure(ctx, "client hung up before the origin answered; origin request dropped, nothing "
                    "stored");
 }

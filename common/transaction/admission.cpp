@@ -1,6 +1,9 @@
 // classify (admission.h): a request head parsed once and judged in serve_request's order — the
-// Host field, the proxy's own /metrics, CONNECT, what the proxy does not serve, and the cache.
+// Host field, the proxy's own /metrics, CONNECT, what the proxy does not serve, and the cache;
+// and HeadReader, which reads a head for stage 4's poller without waiting.
 #include "transaction/admission.h"
+
+#include <array>
 
 #include "transaction/proxy.h"
 #include "transaction/transaction.h"
@@ -102,6 +105,52 @@ std::string ClassifiedRequest::origin() const {
     return {};
   }
   return uri->host + ":" + std::to_string(uri->port);
+}
+
+HeadReader::Status HeadReader::read(const Socket& socket, const ProxyOptions& options) {
+  const RequestLimits& limits = options.limits;
+  // Past this, parse_request has its verdict (414 or 431) whatever follows.
+  const std::size_t most = limits.max_header_bytes + limits.max_request_line;
+  std::array<char, 16 * 1024> chunk;
+  bool ended = false;  // the client closed its side (a FIN): a whole head before it still counts
+  while (bytes_.size() <= most) {
+    const IoResult got = socket.read_now(chunk);
+    if (got.status == IoStatus::ok) {
+      if (bytes_.empty()) first_byte_ = Clock::now();
+      bytes_.append(chunk.data(), got.bytes);
+      if (got.bytes < chunk.size()) break;  // most likely all there is
+      continue;
+    }
+    if (got.status == IoStatus::eof) {
+      ended = true;
+      break;
+    }
+    if (got.status == IoStatus::timeout) break;  // nothing more has arrived
+    return Status::closed;  // a reset
+  }
+  bytes_.erase(0, leading_empty_lines(bytes_));  // RFC 9112 §2.2
+  const Status wait = ended ? Status::closed : Status::more;
+  // Parsed even when nothing new arrived: the bytes held may be a pipelined request that came
+  // in behind a miss the poller served, not yet looked at.
+  if (bytes_.empty()) return wait;
+  // Incomplete: if the read above stopped short of EAGAIN, a re-armed level-triggered fd
+  // fires again at once for the rest; that is one extra wakeup, not a spin. Past `most` a worker
+  // answers whatever the parser says (414 or 431).
+  return classify_front(options, bytes_.size() > most ? Status::ready : wait);
+}
+
+HeadReader::Status HeadReader::classify_front(const ProxyOptions& options, Status wait) {
+  if (front_) return Status::ready;  // judged already
+  ClassifiedRequest front = classify(bytes_, options);
+  if (front.status == ParseStatus::incomplete) return wait;
+  front_ = std::move(front);
+  return Status::ready;
+}
+
+void HeadReader::hand_to(ClientConnection& connection) {
+  connection.add_buffered(bytes_, std::move(front_));
+  bytes_.clear();
+  front_.reset();
 }
 
 }  // namespace proxy

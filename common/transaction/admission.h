@@ -4,9 +4,11 @@
 // poller, or only a thread that may block). Every path calls it once per request — serve_request
 // on a worker (proxy.cpp), and stage 4's poller before it answers a hit (serve_hit_now.cpp),
 // sends a miss (serve_miss_now.cpp) or asks the origin's concurrency limit for a permit — and
-// carries the result to where it is used instead of parsing again.
+// carries the result to where it is used instead of parsing again. HeadReader is how stage 4's
+// poller gets a head to classify: read as it arrives, without ever waiting.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -16,10 +18,12 @@
 #include "http/http_cache_rules.h"
 #include "http/http_message.h"
 #include "http/uri.h"
+#include "net/socket.h"
 
 namespace proxy {
 
 struct ProxyOptions;
+class ClientConnection;
 
 /// What the transaction does with a request: serve_request's branches, in the order it tries
 /// them.
@@ -81,5 +85,57 @@ struct ClassifiedRequest {
 /// the result. Never fails: a malformed or unsupported request is classified as route refuse.
 /// Thread-safe (no shared state; `options` is only read).
 ClassifiedRequest classify(std::string_view buffer, const ProxyOptions& options);
+
+/// A request head read without ever waiting (stage 4's poller, RFC 9112 §2.2): the bytes that
+/// have arrived on a connection, when the first of them came (a client timeout runs from it),
+/// and classify's verdict on the head at their front, made once when it is whole and carried
+/// with the bytes — to the hit, the origin's limit, the miss or a worker — until the request
+/// leaves. Owned by the one thread that holds the connection.
+class HeadReader {
+ public:
+  using Clock = std::chrono::steady_clock;
+  /// What a read found: more bytes are needed, a whole (or malformed) head is at the front
+  /// (front() is set), or the client closed or failed before a whole head.
+  enum class Status { more, ready, closed };
+
+  HeadReader() = default;
+  /// Starts with `bytes` someone else read (a pipelined next request) as if they arrived `now`.
+  HeadReader(std::string bytes, Clock::time_point now) : bytes_(std::move(bytes)), first_byte_(now) {}
+
+  /// Reads whatever has arrived on `socket` (Socket::read_now) until nothing more is there,
+  /// the head is past what parse_request must see to judge it (options.limits), or the client
+  /// ends, drops the empty lines before a request line, and classifies a whole head once.
+  /// ready: a whole head is at the front, front() set — or bytes past the limits, which a
+  /// worker answers (414 or 431). more: wait for the socket again. closed: the client ended
+  /// before a whole head, or reset.
+  Status read(const Socket& socket, const ProxyOptions& options);
+  /// classify's verdict on the bytes held, made once: ready when a whole head is at the front
+  /// (judged now or already), else `wait`. For bytes held back while a previous request was
+  /// answered (a pipelined one).
+  Status classify_front(const ProxyOptions& options, Status wait);
+
+  [[nodiscard]] bool empty() const noexcept { return bytes_.empty(); }
+  /// The bytes held; whoever answers the request at the front erases its head_bytes.
+  [[nodiscard]] std::string& bytes() noexcept { return bytes_; }
+  /// classify's verdict on the head at the front of bytes(); empty until it is whole. Whoever
+  /// answers that request resets it.
+  [[nodiscard]] std::optional<ClassifiedRequest>& front() noexcept { return front_; }
+  [[nodiscard]] Clock::time_point first_byte() const noexcept { return first_byte_; }
+  /// The bytes held now begin a new request, at `now`: its client timeout runs from then.
+  void restart_clock(Clock::time_point now) noexcept { first_byte_ = now; }
+  /// Forgets the bytes and the verdict (the connection is closing).
+  void clear() noexcept {
+    bytes_.clear();
+    front_.reset();
+  }
+  /// Hands the bytes and the verdict to `connection` (ClientConnection::add_buffered), whose
+  /// serve_request goes on from them without parsing the head again; this reader is empty after.
+  void hand_to(ClientConnection& connection);
+
+ private:
+  std::string bytes_;
+  Clock::time_point first_byte_{};
+  std::optional<ClassifiedRequest> front_;
+};
 
 }  // namespace proxy

@@ -205,7 +205,6 @@ class ClientConnection {
                                       ProxyStats&);
   friend bool finish_miss(ClientConnection&, PendingMiss, Cache&, const ProxyOptions&,
                           ProxyStats&, Millis);
-  friend void drop_miss(ClientConnection&, PendingMiss, const ProxyOptions&, ProxyStats&);
   Socket socket_;
   std::string peer_;
   std::string buffered_;

@@ -118,7 +118,7 @@ TEST_P(TunedStage, AWorkersClientThatHangsUpKeepsItsPermitUntilTheOriginAnswers)
 // the origin only then — never two in service at once under --origin-limit 1.
 TEST_P(TunedStage, AClientThatHangsUpKeepsItsPermitUntilTheOriginAnswers) {
   start_stage({"--origin-limit", "1", "--origin-timeout-ms", "60000"});
-  // A kept origin connection, so the next miss is the poller's (poller_misses.cpp).
+  // A kept origin connection, so the next miss is the poller's (TunedServer::start_miss).
   ASSERT_EQ(fetch(proxy_port(), origin_url("/bytes/10?warm")).status, 200);
   ASSERT_TRUE(wait_for_metric("proxy_origin_connections_idle", 1));
   {
