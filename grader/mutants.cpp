@@ -430,8 +430,8 @@ int grade_mutants(const Session& session, const std::set<std::string>& wanted,
   }
 
   std::string table =
-      "| mutant | check meant to catch it | stage mode | stage score per run | lab mode | lab score "
-      "per run |\n| --- | --- | --- | --- | --- | --- |\n";
+      "| mutant | check meant to catch it | verdict | stage mode | stage score per run | lab mode | "
+      "lab score per run |\n| --- | --- | --- | --- | --- | --- | --- |\n";
   std::string details;
   int failed = 0;
 
@@ -479,7 +479,7 @@ int grade_mutants(const Session& session, const std::set<std::string>& wanted,
       lab_scores += (lab_scores.empty() ? "" : "; ") + scores_text(v);
     }
     if (!ok) ++failed;
-    table += "| (reference) | — | " + cell(stage_text) + " | " + cell(stage_scores) + " | " +
+    table += "| (reference) | — | " + std::string(ok ? "as required" : "FAILED") + " | " + cell(stage_text) + " | " + cell(stage_scores) + " | " +
              cell(lab_text) + " | " + cell(lab_scores) + " |\n";
     std::printf("%-22s -> stage: %s [%s]; labs: %s [%s]\n", "(reference)", stage_text.c_str(),
                 stage_scores.c_str(), lab_text.empty() ? "none" : lab_text.c_str(), lab_scores.c_str());
@@ -564,7 +564,7 @@ int grade_mutants(const Session& session, const std::set<std::string>& wanted,
     if (!ok) ++failed;
     const std::string word = ok ? "caught" : "FAILED";
     const std::string check = m.lab_test.empty() ? m.check : "(" + lab_list(its_labs) + " mode)";
-    table += "| " + m.name + " | " + check + " | " + cell(runs_text(stage)) + " | " +
+    table += "| " + m.name + " | " + check + " | " + word + " | " + cell(runs_text(stage)) + " | " +
              cell(scores_text(stage)) + " | " + cell(lab_text) + " | " + cell(lab_scores) + " |\n";
     std::printf("%-22s -> %-17s -> %s: %s [%s]\n%-22s    %s [%s]\n", m.name.c_str(), check.c_str(),
                 word.c_str(), runs_text(stage).c_str(), scores_text(stage).c_str(), "",
