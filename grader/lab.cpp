@@ -319,13 +319,14 @@ int grade_lab(const Session& session, int lab_number, const std::string& referen
               const std::string& manifest_path, const std::set<std::string>& only_checks) {
   const std::optional<json> lab = load_lab(manifest_path, lab_number);
   if (!lab) return 2;
-  const std::optional<std::vector<CheckSpec>> checks = lab_checks(*lab, session.rubric, only_checks);
+  const std::optional<std::vector<CheckSpec>> checks =
+      lab_checks(*lab, session.rubric, only_checks);
   if (!checks) return 2;
   // A folder of its own per lab: CMake refuses a build folder configured from another source
   // tree, and stage mode configures from the submission itself.
-  const LabRun run = prepare_lab(*lab, lab_number, session, reference,
-                                 session.build_root + "/lab" + std::to_string(lab_number),
-                                 session.submission);
+  const LabRun run =
+      prepare_lab(*lab, lab_number, session, reference,
+                  session.build_root + "/lab" + std::to_string(lab_number), session.submission);
   const std::vector<CheckResult> results = grade_prepared_lab(run, *checks, session);
 
   const double total = std::chrono::duration<double>(Clock::now() - session.start).count();

@@ -77,7 +77,8 @@ std::optional<json> load_labs(const std::string& manifest_path) {
     std::ifstream in(manifest_path);
     return json::parse(in).value("labs", json::array());
   } catch (const std::exception& e) {
-    std::cerr << "grader: cannot read the lab manifest " << manifest_path << ": " << e.what() << "\n";
+    std::cerr << "grader: cannot read the lab manifest " << manifest_path << ": " << e.what()
+              << "\n";
     return std::nullopt;
   }
 }
@@ -132,7 +133,7 @@ int check_mutants_apply(const Session& session, const std::string& manifest_path
       if (!m.lab_test.empty()) where += "(graded by " + m.lab_test + ") ";
       if (labs) {
         const std::vector<int> numbers = grading_labs(m, files, *labs);
-        where += numbers.empty()        ? "(stage mode only)"
+        where += numbers.empty()      ? "(stage mode only)"
                  : m.lab_test.empty() ? "(and in " + lab_list(numbers) + " mode)"
                                       : "(" + lab_list(numbers) + " mode only)";
       }
@@ -160,11 +161,11 @@ std::string format_number(double points) {
 
 /// What grading one tree (a mutant, or the reference) in one mode showed, over every repeat.
 struct ModeVerdict {
-  bool ok = true;               ///< every run as required, and the same score in each
+  bool ok = true;                 ///< every run as required, and the same score in each
   std::vector<std::string> runs;  ///< each run's one-line summary
-  std::vector<double> scores;   ///< each run's points
+  std::vector<double> scores;     ///< each run's points
   double max_score = 0;
-  std::string details;          ///< the outputs worth reading, for report.md
+  std::string details;  ///< the outputs worth reading, for report.md
 };
 
 /// "30 of 50" or, over repeats, "30, 30, 25 of 50".
@@ -177,7 +178,8 @@ std::string scores_text(const ModeVerdict& v) {
 
 /// The runs' summaries: one when every run said the same, else each run's.
 std::string runs_text(const ModeVerdict& v) {
-  if (std::all_of(v.runs.begin(), v.runs.end(), [&](const std::string& r) { return r == v.runs[0]; })) {
+  if (std::all_of(v.runs.begin(), v.runs.end(),
+                  [&](const std::string& r) { return r == v.runs[0]; })) {
     return v.runs.empty() ? "" : v.runs[0];
   }
   std::string text;
@@ -189,8 +191,8 @@ std::string runs_text(const ModeVerdict& v) {
 
 /// Fails `v` when its runs did not score alike: the same submission must get the same grade.
 void require_same_scores(ModeVerdict& v) {
-  if (v.scores.size() > 1 && std::any_of(v.scores.begin(), v.scores.end(),
-                                         [&](double s) { return s != v.scores[0]; })) {
+  if (v.scores.size() > 1 &&
+      std::any_of(v.scores.begin(), v.scores.end(), [&](double s) { return s != v.scores[0]; })) {
     v.ok = false;
     v.runs.push_back("SCORE DIFFERS between runs (" + scores_text(v) + ")");
   }
@@ -313,8 +315,9 @@ std::pair<bool, std::string> judge_reference_stage_run(const std::vector<CheckRe
     if (details) *details += "### " + r.check_id + ": FAIL\n\n```\n" + r.output + "```\n\n";
   }
   return {failed.empty(), failed.empty() ? "every check passed"
-                                         : "FAILED " + failed + " (a check the reference fails "
-                                                               "catches nothing)"};
+                                         : "FAILED " + failed +
+                                               " (a check the reference fails "
+                                               "catches nothing)"};
 }
 
 /// One lab-mode run of mutant `m` as lab `lab`'s submission: fewer points than the reference
@@ -360,9 +363,11 @@ std::pair<bool, std::string> judge_lab_run(const MutantSpec& m, int lab,
 /// Grades `tree` as lab `lab`'s submission `repeats` times in the mutants' one lab folder
 /// (mutants/lab/: every lab lays the same overlay, so the labs share its builds); nullopt when
 /// the manifest or rubric is wrong.
-std::optional<std::vector<std::vector<CheckResult>>> lab_runs(
-    const fs::path& tree, int lab, const std::string& out, int repeats, const Session& session,
-    const std::string& reference, const std::string& manifest_path) {
+std::optional<std::vector<std::vector<CheckResult>>> lab_runs(const fs::path& tree, int lab,
+                                                              const std::string& out, int repeats,
+                                                              const Session& session,
+                                                              const std::string& reference,
+                                                              const std::string& manifest_path) {
   Session as_lab = session;
   as_lab.submission = tree.string();
   as_lab.out_dir = out;
@@ -375,7 +380,8 @@ std::optional<std::vector<std::vector<CheckResult>>> lab_runs(
 
 /// A table cell: '|' would end it.
 std::string cell(std::string text) {
-  for (std::size_t i = 0; (i = text.find('|', i)) != std::string::npos; i += 2) text.replace(i, 1, "\\|");
+  for (std::size_t i = 0; (i = text.find('|', i)) != std::string::npos; i += 2)
+    text.replace(i, 1, "\\|");
   return text.empty() ? "—" : text;
 }
 
@@ -411,7 +417,8 @@ int grade_mutants(const Session& session, const std::set<std::string>& wanted,
     chosen.push_back(&m);
     const std::string patch_path = (fs::path(rubric.directory) / m.patch).string();
     if (std::string problems = patch_problems(tree.string(), patch_path, true); !problems.empty()) {
-      std::cerr << "grader: mutant " << m.name << ": " << m.patch << " does not apply:\n" << problems;
+      std::cerr << "grader: mutant " << m.name << ": " << m.patch << " does not apply:\n"
+                << problems;
       return 2;
     }
     labs_of[m.name] = grading_labs(m, patched_files(slurp(patch_path)), *labs);
@@ -430,7 +437,8 @@ int grade_mutants(const Session& session, const std::set<std::string>& wanted,
   }
 
   std::string table =
-      "| mutant | check meant to catch it | verdict | stage mode | stage score per run | lab mode | "
+      "| mutant | check meant to catch it | verdict | stage mode | stage score per run | lab mode "
+      "| "
       "lab score per run |\n| --- | --- | --- | --- | --- | --- | --- |\n";
   std::string details;
   int failed = 0;
@@ -479,10 +487,12 @@ int grade_mutants(const Session& session, const std::set<std::string>& wanted,
       lab_scores += (lab_scores.empty() ? "" : "; ") + scores_text(v);
     }
     if (!ok) ++failed;
-    table += "| (reference) | — | " + std::string(ok ? "as required" : "FAILED") + " | " + cell(stage_text) + " | " + cell(stage_scores) + " | " +
-             cell(lab_text) + " | " + cell(lab_scores) + " |\n";
+    table += "| (reference) | — | " + std::string(ok ? "as required" : "FAILED") + " | " +
+             cell(stage_text) + " | " + cell(stage_scores) + " | " + cell(lab_text) + " | " +
+             cell(lab_scores) + " |\n";
     std::printf("%-22s -> stage: %s [%s]; labs: %s [%s]\n", "(reference)", stage_text.c_str(),
-                stage_scores.c_str(), lab_text.empty() ? "none" : lab_text.c_str(), lab_scores.c_str());
+                stage_scores.c_str(), lab_text.empty() ? "none" : lab_text.c_str(),
+                lab_scores.c_str());
     std::fflush(stdout);
     details += "## the reference (unmutated): " + std::string(ok ? "as required" : "FAILED") +
                "\n\n" + section;
@@ -577,8 +587,10 @@ int grade_mutants(const Session& session, const std::set<std::string>& wanted,
   std::ofstream(out + "/report.md")
       << "# Mutants: each planted bug, the checks that must catch it and the hint it must get\n\n"
       << "Each graded " << repeats << (repeats == 1 ? " time" : " times")
-      << " in stage mode and as the submission of every lab that grades it; the reference first.\n\n"
-      << table << "\n" << details;
+      << " in stage mode and as the submission of every lab that grades it; the reference "
+         "first.\n\n"
+      << table << "\n"
+      << details;
   std::printf("\n%s(details: %s/report.md; %s)\n", table.c_str(), out.c_str(), elapsed().c_str());
   return failed == 0 ? 0 : 1;
 }
