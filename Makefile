@@ -21,7 +21,7 @@ help:
 	@echo "make timeline   an origin that turns from fast to collapsing and back: stage 4 and fixed pools second by second -> results/timeline/"
 	@echo "make bench      every stage side by side on the studies' scenarios -> results/bench/ (PEERS=1, QUICK=1)"
 	@echo "make grade      grade every stage of this tree, or SUBMISSION=DIR [STAGES=1,3] [QUICK=1] -> results/grade/"
-	@echo "make grade-mutants   grade each planted-bug mutant of stages 3 and 4; every one must be caught (not in a lab handout)"
+	@echo "make grade-mutants [MUTANTS=a,b] [REPEAT=N]   grade the reference, then each planted-bug mutant of stages 3 and 4 in stage mode and as the submission of each lab that grades it, N times each: every one must be caught with its hint, in the same score every run (not in a lab handout)"
 	@echo "make grade-modes-check   stage mode and lab 3 mode in one build folder score as each alone (slow)"
 	@echo "make gradescope LAB=N | STAGES=1,2,3,4   a Gradescope autograder zip -> results/gradescope/"
 	@echo "make gradescope-check  the bundle's run_autograder against a simulated /autograder (slow)"
@@ -172,7 +172,7 @@ bench: deps-bench build/release/build.ninja
 	  $(if $(filter 1,$(PEERS)),--peers) --out results/bench
 
 # ---- Grading (grader/README.md) ----------------------------------------------------------------
-# make grade [SUBMISSION=DIR] [STAGES=1,3] [LAB=N] [QUICK=1]; make grade-mutants [MUTANTS=a,b]
+# make grade [SUBMISSION=DIR] [STAGES=1,3] [LAB=N] [QUICK=1]; make grade-mutants [MUTANTS=a,b] [REPEAT=N]
 # LAB=N builds in one folder per lab (GRADE_BUILD_DIR/labN), reused by every submission of that lab:
 # the grader lays each submission over the previous one's copy, so only the files that differ
 # are recompiled (grader/README.md, "Minutes per submission"). Grade one lab N at a time there.
@@ -215,7 +215,9 @@ grade: grader
 grade-mutants:
 	@test -d grader/mutants || { echo "make grade-mutants: grader/mutants/ is not in this tree. A lab handout leaves the planted bugs out (their patches show the reference code); they are run in the course's repository."; exit 2; }
 	@$(MAKE) --no-print-directory grader
-	build/release/bin/grader --mutants $(or $(MUTANTS),all) $(if $(filter 1,$(QUICK)),--quick) $(GRADE_ARGS)
+	build/release/bin/grader --mutants $(or $(MUTANTS),all) $(if $(REPEAT),--repeat $(REPEAT)) \
+	  $(if $(filter 1,$(QUICK)),--quick) \
+	  $(if $(wildcard build/release/.ninja_deps),--reuse-build $(CURDIR)/build/release) $(GRADE_ARGS)
 
 # Stage mode and lab 3 mode on one submission (default this tree), each alone and each after the
 # other in one build folder: the scores must agree (slow: real builds; make test runs the cheap

@@ -435,6 +435,7 @@ int grade_submission(const Session& session, const std::vector<CheckSpec>& check
   // them.
   for (CheckResult& r : results) {
     if (r.passed || r.not_run) continue;
+    r.trap = classify_trap(r.check_id, r.output);
     if (std::string hint = trap_hint(r.check_id, r.output, json()); !hint.empty()) {
       r.output = hint + "\n\n" + r.output;
     }

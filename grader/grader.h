@@ -89,6 +89,9 @@ struct CheckResult {
   /// Could not run here (a handout's hidden tests, graded on submission): neither a pass nor a
   /// failure, and left out of the totals.
   bool not_run = false;
+  /// The trap a failed check's hint names (grader/traps.h: "lost-wakeup", ...), "" for none or
+  /// a test group; set where the hint is written (stage and lab mode), read by the mutants.
+  std::string trap{};
 };
 
 /// What a check's run returns from its child process.

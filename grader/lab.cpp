@@ -226,7 +226,8 @@ std::vector<CheckResult> run_lab_checks(const std::vector<CheckSpec>& checks, co
   std::vector<CheckResult> results =
       grade_stages(checks, stages, session.ctx, session.rubric, session.out_dir, session.start);
   for (CheckResult& r : results) {
-    if (r.passed) continue;
+    if (r.passed || r.not_run) continue;
+    r.trap = classify_trap(r.check_id, r.output);
     if (std::string hint = trap_hint(r.check_id, r.output, hints); !hint.empty()) {
       r.output = hint + "\n\n" + r.output;
     }
@@ -255,43 +256,41 @@ std::optional<json> load_lab(const std::string& path, int number) {
   return std::nullopt;
 }
 
-}  // namespace
-
-/// Grades `submission` for `lab_number` with the manifest's points: the reference's tests
-/// (visible and hidden) and build files are laid over a copy of the submission so that a
-/// student cannot weaken them, then each test group runs test by test (a crash or a hang costs
-/// one test) and the rubric checks the lab names run on its stages. Returns the exit status.
-int grade_lab(const Session& session, int lab_number, const std::string& reference,
-              const std::string& manifest_path, const std::set<std::string>& only_checks) {
-  const std::optional<json> lab = load_lab(manifest_path, lab_number);
-  if (!lab) return 2;
+/// The lab's tree in `build_root`/src (a copy of `session.submission` with the reference's
+/// tests and build files laid over it, so that a student cannot weaken them) and its tests'
+/// build. Only what changed since the last call compiles: the copy rewrites only files whose
+/// content differs. `reuse_source` is the tree `session.reuse_build` is a build of.
+LabRun prepare_lab(const json& lab, int lab_number, const Session& session,
+                   const std::string& reference, const std::string& build_root,
+                   const std::string& reuse_source) {
   LabRun run;
-  run.lab = &*lab;
-  run.name = fs::path(lab->value("dir", "lab" + std::to_string(lab_number))).filename().string();
-  // A folder of its own per lab: CMake refuses a build folder configured from another source
-  // tree, and stage mode configures from the submission itself.
-  run.build_root = session.build_root + "/lab" + std::to_string(lab_number);
+  run.lab = &lab;
+  run.name = fs::path(lab.value("dir", "lab" + std::to_string(lab_number))).filename().string();
+  run.build_root = build_root;
   run.tree = fs::path(run.build_root) / "src";
   run.tests_build = run.build_root + "/tests";
-  for (const json& hidden : lab->value("hidden_sources", json::array())) {
+  for (const json& hidden : lab.value("hidden_sources", json::array())) {
     if (!fs::exists(fs::path(reference) / hidden.get<std::string>())) run.hidden_here = false;
   }
-  // The tree that is built: the submission, with the reference's tests and build files on top.
   std::fprintf(stderr, "[grade %7s] %s: copying %s to %s, then the reference's %s\n",
                elapsed_since(session.start).c_str(), run.name.c_str(), session.submission.c_str(),
-               run.tree.c_str(), lab->at("overlay").dump().c_str());
+               run.tree.c_str(), lab.at("overlay").dump().c_str());
   copy_tree(session.submission, run.tree);
-  for (const json& p : lab->at("overlay")) {
+  for (const json& p : lab.at("overlay")) {
     overlay(fs::path(reference) / p.get<std::string>(), run.tree / p.get<std::string>());
   }
-  const std::optional<std::vector<CheckSpec>> checks = lab_checks(*lab, session.rubric, only_checks);
-  if (!checks) return 2;
-
   std::fprintf(stderr, "[grade %7s] %s: building the tests (unit_tests, blackbox_tests) in %s\n",
                elapsed_since(session.start).c_str(), run.name.c_str(), run.tests_build.c_str());
-  run.built = build_tests(run, session.submission, session.reuse_build, session.jobs);
+  run.built = build_tests(run, reuse_source, session.reuse_build, session.jobs);
+  return run;
+}
+
+/// One grading of a prepared lab: each test group test by test (a crash or a hang costs one
+/// test), then the rubric checks the lab names on its stages; logs under `session.out_dir`.
+std::vector<CheckResult> grade_prepared_lab(const LabRun& run, const std::vector<CheckSpec>& checks,
+                                            const Session& session) {
   std::vector<CheckResult> results;
-  for (const json& group : lab->at("tests")) {
+  for (const json& group : run.lab->at("tests")) {
     CheckResult r{run.name, group.at("id"), group.value("name", group.at("id").get<std::string>()),
                   0, group.value("points", 0.0), false, group.value("visibility", "visible"), "", 0,
                   false};
@@ -305,9 +304,30 @@ int grade_lab(const Session& session, int lab_number, const std::string& referen
     r.seconds = std::chrono::duration<double>(Clock::now() - group_start).count();
     results.push_back(r);
   }
-  if (!checks->empty()) {
-    for (CheckResult& r : run_lab_checks(*checks, run, session)) results.push_back(r);
+  if (!checks.empty()) {
+    for (CheckResult& r : run_lab_checks(checks, run, session)) results.push_back(r);
   }
+  return results;
+}
+
+}  // namespace
+
+/// Grades `submission` for `lab_number` with the manifest's points: the reference's tests
+/// (visible and hidden) and build files are laid over a copy of it, then the test groups and
+/// the lab's checks run (grade_prepared_lab). Returns the exit status.
+int grade_lab(const Session& session, int lab_number, const std::string& reference,
+              const std::string& manifest_path, const std::set<std::string>& only_checks) {
+  const std::optional<json> lab = load_lab(manifest_path, lab_number);
+  if (!lab) return 2;
+  const std::optional<std::vector<CheckSpec>> checks =
+      lab_checks(*lab, session.rubric, only_checks);
+  if (!checks) return 2;
+  // A folder of its own per lab: CMake refuses a build folder configured from another source
+  // tree, and stage mode configures from the submission itself.
+  const LabRun run =
+      prepare_lab(*lab, lab_number, session, reference,
+                  session.build_root + "/lab" + std::to_string(lab_number), session.submission);
+  const std::vector<CheckResult> results = grade_prepared_lab(run, *checks, session);
 
   const double total = std::chrono::duration<double>(Clock::now() - session.start).count();
   std::cout << "Lab " << lab_number << " (" << lab->value("title", "") << ")\n"
@@ -319,6 +339,28 @@ int grade_lab(const Session& session, int lab_number, const std::string& referen
   }
   std::cout.flush();
   return exit_status(results, session.expect_full);
+}
+
+std::optional<std::vector<std::vector<CheckResult>>> grade_lab_runs(
+    const Session& session, int lab_number, const std::string& reference,
+    const std::string& manifest_path, const std::string& build_root,
+    const std::string& reuse_source, int repeats) {
+  const std::optional<json> lab = load_lab(manifest_path, lab_number);
+  if (!lab) return std::nullopt;
+  const std::optional<std::vector<CheckSpec>> checks = lab_checks(*lab, session.rubric, {});
+  if (!checks) return std::nullopt;
+  const LabRun run = prepare_lab(*lab, lab_number, session, reference, build_root, reuse_source);
+  std::vector<std::vector<CheckResult>> runs;
+  for (int k = 1; k <= repeats; ++k) {
+    Session each = session;
+    each.out_dir = session.out_dir + "/run" + std::to_string(k);
+    fs::create_directories(each.out_dir);
+    const auto run_start = Clock::now();
+    runs.push_back(grade_prepared_lab(run, *checks, each));
+    write_reports(each.out_dir, session.submission, runs.back(),
+                  std::chrono::duration<double>(Clock::now() - run_start).count());
+  }
+  return runs;
 }
 
 }  // namespace grader

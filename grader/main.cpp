@@ -39,6 +39,7 @@ struct Args {
   std::string manifest = std::string(GRADER_REFERENCE) + "/labs/manifest.json";
   int lab = 0;
   int stage_lanes = 1;
+  int repeat = 1;
   bool mutants_apply = false;
   bool quick = false;
   bool expect_full = false;
@@ -73,6 +74,11 @@ void add_options(CLI::App& app, Args& a) {
   app.add_option("--mutants", a.mutants,
                  "Grade planted-bug variants of stages 3 and 4: 'all' or a comma list of names; "
                  "prints mutant -> check -> caught, exits 1 if any escaped");
+  app.add_option("--repeat", a.repeat,
+                 "With --mutants: grade the reference and each mutant N times (stage and lab "
+                 "mode); a score that differs between runs fails, naming the tree")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_flag("--mutants-apply", a.mutants_apply,
                "Only check that every mutant's patch applies exactly to the submission (fast: "
                "nothing is built); names the mutant and file of each that drifted, exits 1");
@@ -163,8 +169,11 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (args.mutants_apply) return grader::check_mutants_apply(session);
-  if (!args.mutants.empty()) return grader::grade_mutants(session, grader::parse_list(args.mutants));
+  if (args.mutants_apply) return grader::check_mutants_apply(session, args.manifest);
+  if (!args.mutants.empty()) {
+    return grader::grade_mutants(session, grader::parse_list(args.mutants), GRADER_REFERENCE,
+                                 args.manifest, args.repeat);
+  }
   if (args.lab > 0) {
     return grader::grade_lab(session, args.lab, GRADER_REFERENCE, args.manifest, only);
   }
