@@ -86,7 +86,7 @@ std::optional<json> load_labs(const std::string& manifest_path) {
 /// The labs that grade mutant `m`, whose patch changes `files`: every lab one of whose
 /// graded_files it changes (a student's submission of that lab can hold this bug), and every
 /// lab whose trap_hints word its trap (the lab's checks claim to catch it: hit-drops-unsent
-/// breaks common/serve_hit_now.cpp, which no lab hands out, but a lab 4 submission is a whole
+/// breaks common/poller/serve_hit_now.cpp, which no lab hands out, but a lab 4 submission is a whole
 /// tree and lab 4's slow-reader check grades it). Derived, not declared, so that a new mutant
 /// of a lab's file cannot skip lab mode.
 std::vector<int> grading_labs(const MutantSpec& m, const std::vector<std::string>& files,
