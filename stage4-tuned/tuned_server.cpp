@@ -3,7 +3,8 @@
 // its origin's limit for a permit (origin_admission.cpp), sends a plain miss itself and relays
 // the answer, or hands the request to a worker (load_shedding.cpp), which serves it. The
 // poller's deadlines are in poller_timeouts.cpp; what it measures (the pool's sizing, /metrics)
-// in measurements.cpp; what the machine allows (workers, descriptors) in machine_limits.cpp.
+// in measurements.cpp; what the machine allows (workers, descriptors) in machine_limits.cpp;
+// how it starts and stops in startup.cpp.
 #include "tuned_server.h"
 
 #include <sys/epoll.h>
@@ -55,94 +56,16 @@ bool epoll_client(int epoll_fd, int op, int fd, std::uint32_t events) noexcept {
   return false;
 }
 
-std::size_t initial_workers(const TunedConfig& config) {
-  return config.workers_auto ? config.min_workers : config.workers;
-}
-
-PoolSizerOptions sizer_options(const TunedConfig& config) {
-  PoolSizerOptions options;
-  options.min_workers = config.workers_auto ? config.min_workers : config.workers;
-  options.max_workers = config.workers_auto ? config.max_workers : config.workers;
-  options.interval_seconds = std::chrono::duration<double>(config.auto_interval).count();
-  options.queue_delay_target = std::chrono::duration<double>(config.shed_delay).count();
-  return options;
-}
-
-QueueDelayOptions shedder_options(const TunedConfig& config) {
-  return {std::chrono::duration<double>(config.shed_delay).count(),
-          std::chrono::duration<double>(config.shed_interval).count()};
-}
-
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // The origin connection of the request this worker thread just dropped because its client hung
 // up (ProxyOptions::keep_abandoned), until serve() hands it to the poller with the permit.
 thread_local std::optional<Socket> t_abandoned_origin;
 
-// Keeps --max-connections and the idle origin pool within what RLIMIT_NOFILE allows
-// (machine_limits.h): past it accept fails with EMFILE and clients wait in the backlog
-// unanswered; within it they get a 503 from the connection cap.
-TunedConfig fit_to_descriptors(TunedConfig config) {
-  const std::optional<DescriptorBudget> budget = descriptor_budget();
-  if (!budget) return config;
-  if (config.max_connections > budget->max_connections) {
-    log_line("--max-connections " + std::to_string(config.max_connections) + " is more than " +
-             "RLIMIT_NOFILE (" + std::to_string(budget->limit) + " descriptors) allows at two " +
-             "per connection; using " + std::to_string(budget->max_connections));
-    config.max_connections = budget->max_connections;
-  }
-  config.origin_limits.total = std::min(config.origin_limits.total, budget->origin_idle);
-  config.origin_limits.per_origin =
-      std::min(config.origin_limits.per_origin, config.origin_limits.total);
-  return config;
-}
-
 }  // namespace
 
-TunedServer::TunedServer(Server& server, const TunedConfig& config)
-    : server_(server),
-      config_(fit_to_descriptors(config)),
-      options_(server.config().proxy),
-      gates_(config.origin_limit_options, config.origin_limit_fixed, [this] { wake_poller(); }),
-      sizer_(sizer_options(config), initial_workers(config)),
-      shedder_(shedder_options(config)),
-      tunnels_(server.stats(), server.config().proxy.tunnel_idle_timeout),
-      pool_(
-          initial_workers(config), config.queue, [this](Job job) { serve(std::move(job)); },
-          [batch = config.batch_workers] { prepare_worker_thread(batch); }) {
-  options_.keep_alive = true;
-  options_.drop_abandoned = true;
-  options_.adopt_tunnel = [this](EstablishedTunnel tunnel) { tunnels_.adopt(std::move(tunnel)); };
-  options_.max_tunnels = config_.max_tunnels != 0
-                             ? config_.max_tunnels
-                             : std::max<std::size_t>(1, config_.max_connections / 2);
-  options_.metrics = [this] { return metrics_text(); };
-  if (config_.origin_limit) {
-    options_.keep_abandoned = [](Socket origin) { t_abandoned_origin = std::move(origin); };
-  }
-  if (config_.origin_reuse) {
-    origin_pool_.emplace(config_.origin_limits);
-    options_.origin_pool = &*origin_pool_;
-  }
-  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
-  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (epoll_fd_ < 0 || wake_fd_ < 0) {
-    int error = errno;
-    pool_.shutdown();
-    if (epoll_fd_ >= 0) ::close(epoll_fd_);
-    if (wake_fd_ >= 0) ::close(wake_fd_);
-    throw std::system_error(error, std::generic_category(), "epoll/eventfd");
-  }
-  started_ = last_resize_ = last_tick_ = next_408_log_ = Clock::now();
-}
-
-TunedServer::~TunedServer() {
-  pool_.shutdown();
-  gates_.stop_waking();
-  returned_.clear();
-  parked_.clear();
-  ::close(wake_fd_);
-  ::close(epoll_fd_);
+void TunedServer::hold_abandoned_origin(Socket origin) {
+  t_abandoned_origin = std::move(origin);
 }
 
 void TunedServer::run() {

@@ -206,6 +206,9 @@ class TunedServer {
   static constexpr int kTickMs = 50;
 
   void serve(Job job);                // on a worker
+  // ProxyOptions::keep_abandoned's target: parks, on the worker's thread, the origin connection
+  // of a request whose client hung up, until serve() hands it to the poller with its permit.
+  static void hold_abandoned_origin(Socket origin);
   void wake_poller() noexcept;        // from any thread: the poller takes its mailboxes
   void accept_ready();                // on the poller
   void park(Client client);           // on the poller: wait in epoll for the next request
