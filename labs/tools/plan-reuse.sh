@@ -27,8 +27,10 @@ LC_ALL=C diff -rq -x build -x results -x .git "$source" "$tree" 2>/dev/null |
     /^Files / { p = substr($0, 7); print substr(p, 1, index(p, " and " tree "/") - 1); next }
     /^Only in / { p = substr($0, 9); sub(/: /, "/", p); if (index(p, source "/") == 1) print p }
   ' > "$reuse/changed"
-# Candidate objects: the starter's compile commands that are the reference's.
-awk -v source="$source" -v tree="$tree" '
+# Candidate objects: the starter's compile commands that are the reference's. A target with
+# precompiled headers (tests/CMakeLists.txt) includes its build folder's own copy of them, which
+# holds only headers from outside the tree and so is the same in both builds.
+awk -v source="$source" -v tree="$tree" -v build="$build" -v ref_build="$ref_build" '
   function swap(s, from, to,    i, out) {
     out = ""
     while ((i = index(s, from)) > 0) { out = out substr(s, 1, i - 1) to; s = substr(s, i + length(from)) }
@@ -38,6 +40,7 @@ awk -v source="$source" -v tree="$tree" '
   FNR == NR { reference[$0] = 1; next }
   {
     c = swap(swap($0, "-I" tree "/", "-I" source "/"), " -c " tree "/", " -c " source "/")
+    c = swap(c, " -include " build "/", " -include " ref_build "/")
     if (!(c in reference)) next
     o = substr(c, index(c, " -o ") + 4)
     print substr(o, 1, index(o, " ") - 1)
