@@ -6,6 +6,8 @@
 // sent goes to a worker once its origin is silent past --origin-timeout-ms (504), or once its
 // body is still arriving a tick after its head. A request waiting for its origin's limit has
 // no deadline here: its origin's queue sheds it (origin_admission.cpp).
+#include <sys/epoll.h>
+
 #include <string>
 #include <string_view>
 
@@ -81,8 +83,8 @@ bool TunedServer::time_out_head(Parked& parked, Clock::time_point now) {
   socket.write_now(k408);
   socket.shutdown_write();
   if (now >= next_408_log_) {
-    std::string line = "client " + parked.client.connection.peer() +
-                       ": 408 request head not received in time";
+    std::string line =
+        "client " + parked.client.connection.peer() + ": 408 request head not received in time";
     if (unlogged_408_ > 0) line += " (and " + std::to_string(unlogged_408_) + " more not logged)";
     log_line(line);
     unlogged_408_ = 0;
@@ -118,6 +120,29 @@ bool TunedServer::time_out_body(Parked& parked, Clock::time_point now) {
   stop_watching_origin(parked);
   dispatch(parked);
   return true;
+}
+
+// Every loop: the shedder sees the queueing delay now. Once a tick: timeouts and sizing.
+void TunedServer::housekeeping(std::chrono::steady_clock::time_point now) {
+  const double wait = observe_queue(now);  // load_shedding.cpp
+  if (now - last_tick_ < Millis{kTickMs}) return;
+  last_tick_ = now;
+  busy_sum_ += static_cast<double>(pool_.busy());
+  ++busy_ticks_;
+  sweep_timeouts(now);
+  if (origin_pool_) origin_pool_->close_idle();
+  if (config_.origin_limit) {
+    time_out_orphans(now);
+    gates_.tick(now);
+    admit_waiting(now);  // a limit that grew lets waiters in; a standing queue sheds
+  }
+  // Requests waiting past the shedding target while the pool may still grow: do not wait for
+  // the interval, a tick is enough evidence.
+  resize_pool(now, wait >= std::chrono::duration<double>(config_.shed_delay).count() / 2);
+  if (listening_paused_ && now >= resume_listening_) {
+    listening_paused_ = false;
+    epoll_control(epoll_fd_, EPOLL_CTL_MOD, server_.listener().fd(), EPOLLIN);
+  }
 }
 
 }  // namespace proxy

@@ -1,12 +1,13 @@
-// How stage 4 starts and stops: its options fitted to what the machine allows (machine_limits.h),
-// the pool, the sizer, the shedder and the origin gates built from the command line, and the
-// epoll set and eventfd the poller waits on (tuned_server.cpp runs them).
+// How stage 4 starts, takes connections and stops: its options fitted to what the machine allows
+// (machine_limits.h), the pool, the sizer, the shedder and the origin gates built from the command
+// line, the epoll set and eventfd the poller waits on (tuned_server.cpp runs them), and accept.
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <string>
 #include <system_error>
 
@@ -91,6 +92,31 @@ TunedServer::TunedServer(Server& server, const TunedConfig& config)
     throw std::system_error(error, std::generic_category(), "epoll/eventfd");
   }
   started_ = last_resize_ = last_tick_ = next_408_log_ = Clock::now();
+}
+
+// Takes every pending connection (the listener is non-blocking), so one wakeup serves a burst.
+void TunedServer::accept_ready() {
+  for (;;) {
+    bool exhausted = false;
+    std::optional<Socket> socket = server_.try_accept(exhausted);
+    if (!socket) {
+      if (exhausted) {
+        // The connection stays in the backlog and epoll would report it again at once: stop
+        // listening for a moment instead of spinning.
+        log_line(std::string("accept: ") + std::strerror(errno) + "; pausing accepts for 100 ms");
+        listening_paused_ = true;
+        resume_listening_ = Clock::now() + Millis{100};
+        epoll_control(epoll_fd_, EPOLL_CTL_MOD, server_.listener().fd(), 0);
+      }
+      return;
+    }
+    if (open_.load(std::memory_order_relaxed) >= config_.max_connections) {
+      shed(std::move(*socket), "too many open connections (--max-connections)");
+      continue;
+    }
+    open_.fetch_add(1, std::memory_order_relaxed);
+    park(Client(ClientConnection(std::move(*socket)), open_));
+  }
 }
 
 TunedServer::~TunedServer() {

@@ -36,15 +36,6 @@ constexpr std::uint32_t kParkedEvents = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
 // so every re-arm would report it again at once (a spin) until the socket took the rest.
 constexpr std::uint32_t kUnsentEvents = EPOLLOUT | EPOLLONESHOT;
 
-void epoll_control(int epoll_fd, int op, int fd, std::uint32_t events) {
-  epoll_event event{};
-  event.events = events;
-  event.data.fd = fd;
-  if (::epoll_ctl(epoll_fd, op, fd, &event) != 0) {
-    throw std::system_error(errno, std::generic_category(), "epoll_ctl");
-  }
-}
-
 // For one client's registration: a failure (ENOMEM, ENOSPC past max_user_watches) costs that
 // client its connection, never the server.
 bool epoll_client(int epoll_fd, int op, int fd, std::uint32_t events) noexcept {
@@ -56,13 +47,20 @@ bool epoll_client(int epoll_fd, int op, int fd, std::uint32_t events) noexcept {
   return false;
 }
 
-double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
 // The origin connection of the request this worker thread just dropped because its client hung
 // up (ProxyOptions::keep_abandoned), until serve() hands it to the poller with the permit.
 thread_local std::optional<Socket> t_abandoned_origin;
 
 }  // namespace
+
+void epoll_control(int epoll_fd, int op, int fd, std::uint32_t events) {
+  epoll_event event{};
+  event.events = events;
+  event.data.fd = fd;
+  if (::epoll_ctl(epoll_fd, op, fd, &event) != 0) {
+    throw std::system_error(errno, std::generic_category(), "epoll_ctl");
+  }
+}
 
 void TunedServer::hold_abandoned_origin(Socket origin) {
   t_abandoned_origin = std::move(origin);
@@ -143,54 +141,6 @@ void TunedServer::run() {
   }
   pool_.shutdown();
   returned_.clear();
-}
-
-// Every loop: the shedder sees the queueing delay now. Once a tick: timeouts and sizing.
-void TunedServer::housekeeping(Clock::time_point now) {
-  const double wait = observe_queue(now);  // load_shedding.cpp
-  if (now - last_tick_ < Millis{kTickMs}) return;
-  last_tick_ = now;
-  busy_sum_ += static_cast<double>(pool_.busy());
-  ++busy_ticks_;
-  sweep_timeouts(now);
-  if (origin_pool_) origin_pool_->close_idle();
-  if (config_.origin_limit) {
-    time_out_orphans(now);
-    gates_.tick(now);
-    admit_waiting(now);  // a limit that grew lets waiters in; a standing queue sheds
-  }
-  // Requests waiting past the shedding target while the pool may still grow: do not wait for
-  // the interval, a tick is enough evidence.
-  resize_pool(now, wait >= seconds(config_.shed_delay) / 2);
-  if (listening_paused_ && now >= resume_listening_) {
-    listening_paused_ = false;
-    epoll_control(epoll_fd_, EPOLL_CTL_MOD, server_.listener().fd(), EPOLLIN);
-  }
-}
-
-// Takes every pending connection (the listener is non-blocking), so one wakeup serves a burst.
-void TunedServer::accept_ready() {
-  for (;;) {
-    bool exhausted = false;
-    std::optional<Socket> socket = server_.try_accept(exhausted);
-    if (!socket) {
-      if (exhausted) {
-        // The connection stays in the backlog and epoll would report it again at once: stop
-        // listening for a moment instead of spinning.
-        log_line(std::string("accept: ") + std::strerror(errno) + "; pausing accepts for 100 ms");
-        listening_paused_ = true;
-        resume_listening_ = Clock::now() + Millis{100};
-        epoll_control(epoll_fd_, EPOLL_CTL_MOD, server_.listener().fd(), 0);
-      }
-      return;
-    }
-    if (open_.load(std::memory_order_relaxed) >= config_.max_connections) {
-      shed(std::move(*socket), "too many open connections (--max-connections)");
-      continue;
-    }
-    open_.fetch_add(1, std::memory_order_relaxed);
-    park(Client(ClientConnection(std::move(*socket)), open_));
-  }
 }
 
 // A new connection, or one a worker is done with: its next request head is read here. A new
@@ -346,9 +296,8 @@ void TunedServer::dispatch(Parked& parked) {
 // it (a worker goes on with it: dispatch() takes client.miss along).
 bool TunedServer::start_miss(Parked& parked, int fd) {
   Client& client = parked.client;
-  PendingMiss miss =
-      start_miss_now(client.connection, parked.head.bytes(), parked.head.front(), options_,
-                     server_.stats());
+  PendingMiss miss = start_miss_now(client.connection, parked.head.bytes(), parked.head.front(),
+                                    options_, server_.stats());
   if (!miss) return false;
   const int origin = origin_fd(*miss);
   client.miss.in_flight = std::move(miss);
@@ -467,8 +416,8 @@ void TunedServer::serve(Job job) {
     }
     // Its answer is out: the next request to that origin may go.
     client.permit.finish(!origin_failed(connection.last_status()));
-    if (!open) return;                         // closed by serve_request
-    if (!connection.has_buffered()) break;     // else: a pipelined request is already here
+    if (!open) return;                      // closed by serve_request
+    if (!connection.has_buffered()) break;  // else: a pipelined request is already here
     // Under origin limits each request is admitted by the poller, a pipelined one too: park()
     // takes the bytes back.
     if (config_.origin_limit) break;

@@ -33,6 +33,11 @@
 
 namespace proxy {
 
+/// epoll_ctl(2) on the poller's epoll set, `events` registered for `fd` with `fd` as its data.
+/// Throws std::system_error on failure: for the listener and the poller's own fds, which it
+/// cannot run without (a client's registration uses its own call, whose failure costs only it).
+void epoll_control(int epoll_fd, int op, int fd, std::uint32_t events);
+
 /// Stage 4's knobs beyond the shared ones. Times in milliseconds.
 struct TunedConfig {
   std::size_t workers = 0;             ///< fixed pool size; 0 means auto
