@@ -222,10 +222,13 @@ TunedServer::HeadState TunedServer::answer_hit(Parked& parked) {
     return HeadState::closed;
   }
   parked.since = began;  // the idle timeout runs from the last response
-  // A pipelined request already read goes to a worker, judged here first (for its origin's
-  // limit); a partly sent hit waits in epoll.
+  // A pipelined request already read goes on as readable() would take it: judged here (for
+  // its origin's limit) once whole, read further while it is not — a worker handed part of a
+  // head would wait for the rest, pinned by a client that trickles it (step 1 of the README).
+  // A partly sent hit waits in epoll.
   if (outcome == HitOutcome::served && !parked.head.empty()) {
-    return parked.head.classify_front(options_, HeadState::ready);
+    parked.head.restart_clock(began);  // a pipelined head: its own client timeout
+    return parked.head.read(parked.client.connection.socket(), options_);
   }
   return HeadState::more;
 }
@@ -237,8 +240,9 @@ TunedServer::HeadState TunedServer::send_unsent(Parked& parked) {
   switch (parked.client.connection.send_unsent()) {
     case IoStatus::ok:
       parked.since = Clock::now();
-      return parked.head.empty() ? parked.head.read(parked.client.connection.socket(), options_)
-                                 : parked.head.classify_front(options_, HeadState::ready);
+      // A pipelined head read while the client was reading: its client timeout starts now.
+      if (!parked.head.empty()) parked.head.restart_clock(parked.since);
+      return parked.head.read(parked.client.connection.socket(), options_);
     case IoStatus::timeout:
       // The client is reading: the write timeout runs from its last progress.
       if (parked.client.connection.unsent_bytes() != before) parked.since = Clock::now();

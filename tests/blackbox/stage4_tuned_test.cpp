@@ -116,6 +116,33 @@ TEST_P(TunedStage, AnswersAClientSendingOneByteASecondWith408AndFreesItsWorker) 
   EXPECT_EQ(next.status, 200);
 }
 
+// A hit answered on the poller with part of the next head behind it, in one write: the rest of
+// that head is the poller's to wait for (step 1), with its own client timeout, not a worker's.
+// Handed to the one worker, the part pinned it until the client timeout: a request only a
+// worker serves (a POST) was answered after the 408, not before it.
+TEST_P(TunedStage, APipelinedHeadCutShortBehindAHitHoldsNoWorker) {
+  start_stage({"--workers", "1", "--client-timeout-ms", "6000"});
+  HttpResponse stored = fetch(proxy_port(), origin_url("/bytes/300"));
+  ASSERT_EQ(stored.status, 200);
+  const std::string next = proxy_get(origin_url("/bytes/5"));
+  proxy::Socket held =
+      send_request(proxy_port(), proxy_get(origin_url("/bytes/300")) + next.substr(0, 20));
+  std::vector<HttpResponse> hit = read_framed(held, 1, kDeadline);
+  ASSERT_EQ(hit.size(), 1u);
+  EXPECT_EQ(hit[0].field("X-Cache"), "HIT");
+  HttpResponse posted = exchange(
+      proxy_port(),
+      proxy_get(origin_url("/echo"), {"Content-Length: 3", "Connection: close"}, 1, "POST") + "abc");
+  EXPECT_EQ(posted.status, 200);
+  EXPECT_EQ(posted.body, "abc");
+  pollfd answered{held.fd(), POLLIN, 0};
+  EXPECT_EQ(::poll(&answered, 1, 0), 0)
+      << "the held head was answered before the POST: the one worker waited for its rest";
+  std::optional<HttpResponse> timed_out = read_response(held, kDeadline);
+  ASSERT_TRUE(timed_out.has_value());
+  EXPECT_EQ(timed_out->status, 408);
+}
+
 TEST_P(TunedStage, ServesManyRequestsOnOneKeepAliveConnection) {
   start_stage({"--workers", "2"});
   proxy::Socket client = send_request(proxy_port(), proxy_get(origin_url("/bytes/500")));
