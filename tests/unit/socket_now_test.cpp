@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include "launcher.h"
 #include "loopback_pair.h"
 #include "net/socket.h"
 
@@ -128,6 +129,11 @@ TEST(SocketNow, ReadNowGivesTheKernelsReceiveTimeWhenTheSocketStampsIt) {
   // The kernel switches receive stamps on for the whole system when a socket first asks, by
   // deferred work: the first bytes after the option is set may still arrive unstamped. So each
   // round sends, reads, and checks the stamp once one comes.
+  // qemu-user (make cross-check) refuses SO_TIMESTAMPNS (docs/raspberry-pi.md); a Pi's own
+  // kernel takes it, as stage 4's poller misses ask it to.
+  if (!harness::emulator_for("/proc/self/exe").empty()) {
+    GTEST_SKIP() << "under an emulator: no kernel receive stamps to read";
+  }
   ASSERT_TRUE(set_int_option(ours, SOL_SOCKET, SO_TIMESTAMPNS, 1));
   bool stamped = false;
   const auto until = std::chrono::steady_clock::now() + 30s;
