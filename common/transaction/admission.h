@@ -109,10 +109,6 @@ class HeadReader {
   /// worker answers (414 or 431). more: wait for the socket again. closed: the client ended
   /// before a whole head, or reset.
   Status read(const Socket& socket, const ProxyOptions& options);
-  /// classify's verdict on the bytes held, made once: ready when a whole head is at the front
-  /// (judged now or already), else `wait`. For bytes held back while a previous request was
-  /// answered (a pipelined one).
-  Status classify_front(const ProxyOptions& options, Status wait);
 
   [[nodiscard]] bool empty() const noexcept { return bytes_.empty(); }
   /// The bytes held; whoever answers the request at the front erases its head_bytes.
@@ -133,6 +129,10 @@ class HeadReader {
   void hand_to(ClientConnection& connection);
 
  private:
+  // classify's verdict on the bytes held, made once: ready when a whole head is at the front
+  // (judged now or already), else `wait`.
+  Status classify_front(const ProxyOptions& options, Status wait);
+
   std::string bytes_;
   Clock::time_point first_byte_{};
   std::optional<ClassifiedRequest> front_;
